@@ -1,0 +1,87 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Two processes on one isolated ROS domain: every coda_msgs type published by one arrives intact in the other."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from coda_engine.ros.dds_check import run_two_processes
+from coda_engine.ros.interface_samples import all_message_types
+
+pytestmark = pytest.mark.ros
+
+
+def test_every_type_crosses_dds_intact(ros_domain: int) -> None:
+    report = run_two_processes(timeout=60.0)
+    assert report.domain_id == ros_domain
+    assert report.types_expected == len(all_message_types())
+    assert report.missing == []
+    assert report.mismatched == []
+    assert report.ok
+
+
+def test_scene_spec_between_two_plain_rclpy_processes(ros_domain: int) -> None:
+    """A SceneSpec published by one bare rclpy process is received by another."""
+    publisher = textwrap.dedent(
+        """
+        import time, rclpy
+        from coda_msgs.msg import SceneSpec, ObjectState
+        from rclpy.qos import QoSProfile, DurabilityPolicy
+        rclpy.init()
+        node = rclpy.create_node("scene_pub")
+        qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        pub = node.create_publisher(SceneSpec, "scene_specs", qos)
+        msg = SceneSpec(scene_id="s-1", family="reach", instruction="touch the red cube", seed=7,
+                        objects=[ObjectState(name="red_cube", shape=ObjectState.SHAPE_BOX, mass=0.1)])
+        pub.publish(msg)
+        end = time.monotonic() + 20
+        while time.monotonic() < end and pub.get_subscription_count() == 0:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        """
+    )
+    subscriber = textwrap.dedent(
+        """
+        import time, rclpy
+        from coda_msgs.msg import SceneSpec
+        from rclpy.qos import QoSProfile, DurabilityPolicy
+        rclpy.init()
+        node = rclpy.create_node("scene_sub")
+        got = []
+        qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        node.create_subscription(SceneSpec, "scene_specs", got.append, qos)
+        end = time.monotonic() + 20
+        while not got and time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        m = got[0]
+        print(m.scene_id, m.family, m.seed, m.objects[0].name, round(m.objects[0].mass, 3))
+        """
+    )
+    env = dict(os.environ)
+    sub = subprocess.Popen(
+        [sys.executable, "-c", subscriber], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    pub = subprocess.Popen([sys.executable, "-c", publisher], env=env)
+    out, err = sub.communicate(timeout=60)
+    pub.wait(timeout=60)
+    assert sub.returncode == 0, err
+    assert out.split() == ["s-1", "reach", "7", "red_cube", "0.1"]
+
+
+def test_other_domain_does_not_see_the_traffic(ros_domain: int) -> None:
+    """Isolation: a receiver on another domain id gets nothing from this domain's publisher."""
+    env_other = dict(os.environ, ROS_DOMAIN_ID=str((ros_domain % 100) + 101))
+    cmd = [sys.executable, "-m", "coda_engine.ros.dds_check"]
+    receiver = subprocess.Popen([*cmd, "receive", "--timeout", "4"], env=env_other, stdout=subprocess.PIPE, text=True)
+    publisher = subprocess.Popen([*cmd, "publish", "--timeout", "6"], stdout=subprocess.DEVNULL)
+    out, _ = receiver.communicate(timeout=60)
+    publisher.wait(timeout=60)
+    assert '"types_received": 0' in out
