@@ -89,3 +89,20 @@ def test_sample_sets_every_field(key: str) -> None:
         name for name in msg_type.get_fields_and_field_types() if getattr(sample, name) == getattr(default, name)
     ]
     assert not unchanged, f"fields left at their default in {key}: {unchanged}"
+
+
+@pytest.mark.parametrize("key", sorted(TYPES))
+def test_dict_conversion_round_trip(key: str) -> None:
+    from coda_engine.ros.convert import dict_to_msg, msg_to_dict
+
+    sample = sample_message(TYPES[key])
+    assert dict_to_msg(TYPES[key], msg_to_dict(sample)) == sample
+
+
+def test_dict_conversion_names_the_bad_field() -> None:
+    from coda_engine.ros.convert import ConversionError, dict_to_msg
+
+    with pytest.raises(ConversionError, match=r"objects\[1\]\.colour"):
+        dict_to_msg(TYPES["msg/SceneSpec"], {"objects": [{"name": "a"}, {"colour": "red"}]})
+    with pytest.raises(ConversionError, match=r"SceneSpec\.seed"):
+        dict_to_msg(TYPES["msg/SceneSpec"], {"seed": "seven"})
