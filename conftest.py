@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +55,51 @@ def ros_domain(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
             handle.close()
         return
     pytest.fail("no free ROS_DOMAIN_ID in 1..100: too many concurrent ROS test runs on this host")
+
+
+@pytest.fixture
+def rclpy_node(ros_domain: int) -> Iterator[Any]:
+    """Yield an rclpy node on the test's reserved domain, in its own context; destroyed at teardown."""
+    import rclpy
+    from rclpy.context import Context
+
+    context = Context()
+    rclpy.init(context=context, domain_id=ros_domain)
+    node = rclpy.create_node(f"test_client_{os.getpid()}", context=context)
+    try:
+        yield node
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+@pytest.fixture
+def start_process(ros_domain: int) -> Iterator[Any]:
+    """Start workspace executables as separate processes on the test's domain; all are killed at teardown.
+
+    ``start_process([sys.executable, "-m", "coda_engine.ros.scene_generator_node", ...])`` returns the
+    ``subprocess.Popen``; stdout and stderr go to a log file whose text is printed when the test fails.
+    """
+    started: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+        log = Path(tempfile.mkstemp(prefix="coda-proc-", suffix=".log")[1])
+        full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        proc = subprocess.Popen(cmd, env=full_env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        started.append((proc, log))
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc, log in started:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            sys.stderr.write(f"--- output of {' '.join(map(str, proc.args))} (exit {proc.returncode}):\n")
+            sys.stderr.write(log.read_text()[-4000:])
+            log.unlink(missing_ok=True)
