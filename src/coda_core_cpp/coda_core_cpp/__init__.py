@@ -1,7 +1,34 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""CoDA core hot paths implemented in C++ (see include/coda_core/), re-exported from the extension."""
+"""CoDA core hot paths implemented in C++ (see include/coda_core/), re-exported from the extension.
 
-from coda_core_cpp._core import version
+* :class:`RolloutBuffer`, :func:`compute_gae`: on-policy rollout storage and GAE with the
+  semantics of Stable-Baselines3's ``RolloutBuffer.compute_returns_and_advantage``.
+* :class:`TransitionRing`: single-producer/single-consumer ring with drop-oldest overflow.
+* :class:`PotentialProgram`, :func:`shape_rewards`, :class:`PotentialError`: the
+  staged-potential language (``coda_core_cpp.reference`` is its pure-Python twin).
+"""
 
-__all__ = ["version"]
+from coda_core_cpp._core import (
+    Minibatch,
+    MinibatchIterator,
+    PotentialProgram,
+    RolloutBuffer,
+    TransitionRing,
+    compute_gae,
+    shape_rewards,
+    version,
+)
+from coda_core_cpp.errors import PotentialError
+
+__all__ = [
+    "Minibatch",
+    "MinibatchIterator",
+    "PotentialError",
+    "PotentialProgram",
+    "RolloutBuffer",
+    "TransitionRing",
+    "compute_gae",
+    "shape_rewards",
+    "version",
+]
