@@ -14,6 +14,7 @@ import importlib
 # name -> (module with main(argv), one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "core": ("coda_core_cpp.bench", "GAE, rollout buffer and potential evaluation: C++ vs SB3 / Python / numpy"),
+    "sim": ("coda_engine.sim.bench", "simulated arm vs raw mj_step, scene generation, render fps, expert success"),
 }
 
 

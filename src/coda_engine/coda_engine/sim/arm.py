@@ -1,0 +1,342 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The simulated arm: a scene's MuJoCo model driven by end-effector displacements (pure, no ROS).
+
+``SimArm.reset(scene)`` loads the scene; ``SimArm.step(action)`` applies ``(dx, dy, dz, gripper)``:
+the displacement (world = base frame, m, clipped to ``max_delta`` per axis) is added to the measured
+tool centre point, one or two damped-least-squares IK iterations from ``mj_jacSite`` (position + a
+fixed gripper-down orientation, posture in the null space) give the joint targets, and the physics
+runs ``physics_steps_per_control`` steps (2 ms each; 50 at the default 10 Hz). ``gripper`` -1 opens,
++1 closes. The observation is the flat float32 vector of :mod:`coda_engine.sim.layout`; the stage
+index of the active potential program (the family's default unless another is given) is part of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from coda_engine.sim import panda, stages
+from coda_engine.sim.families import WorldState, get_family
+from coda_engine.sim.layout import LAYOUT, OBS_DIM, scene_layout, slot_offset
+from coda_engine.sim.model import scene_model
+from coda_engine.sim.scene import ObjectSpec, Scene
+
+
+@dataclass(frozen=True)
+class ArmConfig:
+    """Control settings of the simulated arm."""
+
+    control_hz: float = 10.0
+    """Control steps per second; the physics runs ``round(1 / (control_hz * 0.002))`` steps per control step."""
+    max_delta: float = 0.05
+    """Bound of each displacement component, m per control step."""
+    workspace_low: tuple[float, float, float] = (0.15, -0.5, 0.012)
+    """Lower corner of the box the commanded tool centre point is clipped to, m."""
+    workspace_high: tuple[float, float, float] = (0.85, 0.5, 0.5)
+    """Upper corner of that box, m."""
+    ik_iterations: int = 2
+    """Damped-least-squares iterations per control step."""
+    ik_damping: float = 0.03
+    """Damping lambda of the least-squares step."""
+    orientation_weight: float = 0.5
+    """Weight of the orientation error against the position error (m per rad)."""
+    posture_gain: float = 0.2
+    """Null-space pull toward the home posture per iteration."""
+
+    def __post_init__(self) -> None:
+        """Check ranges."""
+        if not 0.5 <= self.control_hz <= 100.0:
+            raise ValueError(f"ArmConfig.control_hz={self.control_hz} must be in [0.5, 100]")
+        if not 0.0 < self.max_delta <= 0.2:
+            raise ValueError(f"ArmConfig.max_delta={self.max_delta} must be in (0, 0.2] m")
+        if self.ik_iterations < 1:
+            raise ValueError(f"ArmConfig.ik_iterations={self.ik_iterations} must be >= 1")
+
+
+class DlsIk:
+    """Damped-least-squares IK of the tool centre point (position + gripper-down orientation) on a model."""
+
+    def __init__(self, model: mujoco.MjModel, config: ArmConfig) -> None:
+        """Index the arm joints of ``model``; keep a private MjData for kinematics."""
+        m = model
+        self.model, self.config = m, config
+        self.data = mujoco.MjData(m)
+        mujoco.mj_resetDataKeyframe(m, self.data, 0)
+        self.arm_q = np.array([m.joint(n).qposadr[0] for n in panda.ARM_JOINTS])
+        self.arm_v = np.array([m.joint(n).dofadr[0] for n in panda.ARM_JOINTS])
+        ids = [m.joint(n).id for n in panda.ARM_JOINTS]
+        self.q_lo = m.jnt_range[ids, 0] + 0.01
+        self.q_hi = m.jnt_range[ids, 1] - 0.01
+        self.tcp = m.site(panda.TCP_SITE).id
+        self.home = np.array(panda.HOME_QPOS)
+        self.jacp = np.zeros((3, m.nv))
+        self.jacr = np.zeros((3, m.nv))
+        mujoco.mj_kinematics(m, self.data)
+        self.rot_home = self.data.site_xmat[self.tcp].reshape(3, 3).copy()
+
+    def solve(self, target: np.ndarray, q_start: np.ndarray, iterations: int | None = None) -> np.ndarray:
+        """Joint positions after ``iterations`` DLS steps from ``q_start`` toward ``target`` (m, world)."""
+        m, kd, cfg = self.model, self.data, self.config
+        q = np.array(q_start, dtype=np.float64)
+        lam2 = cfg.ik_damping**2
+        w = cfg.orientation_weight
+        goal_rot = self.rot_home
+        for _ in range(iterations or cfg.ik_iterations):
+            kd.qpos[self.arm_q] = q
+            mujoco.mj_kinematics(m, kd)
+            mujoco.mj_comPos(m, kd)
+            mujoco.mj_jacSite(m, kd, self.jacp, self.jacr, self.tcp)
+            rot = kd.site_xmat[self.tcp].reshape(3, 3)
+            err_rot = 0.5 * (np.cross(rot[:, 0], goal_rot[:, 0]) + np.cross(rot[:, 1], goal_rot[:, 1])
+                             + np.cross(rot[:, 2], goal_rot[:, 2]))
+            err = np.concatenate([target - kd.site_xpos[self.tcp], w * err_rot])
+            jac = np.vstack([self.jacp[:, self.arm_v], w * self.jacr[:, self.arm_v]])
+            inv = jac.T @ np.linalg.inv(jac @ jac.T + lam2 * np.eye(6))
+            posture = self.home - q
+            dq = inv @ err + cfg.posture_gain * (posture - inv @ (jac @ posture))
+            q = np.clip(q + dq, self.q_lo, self.q_hi)
+        return q
+
+    def position_error(self, q: np.ndarray, target: np.ndarray) -> float:
+        """Distance between the tool centre point at ``q`` and ``target``, m."""
+        self.data.qpos[self.arm_q] = q
+        mujoco.mj_kinematics(self.model, self.data)
+        return float(np.linalg.norm(self.data.site_xpos[self.tcp] - target))
+
+    def reachable(self, target: np.ndarray, iterations: int = 60, tolerance: float = 0.005) -> bool:
+        """Tell whether IK from the home posture gets within ``tolerance`` of ``target`` gripper-down."""
+        q = self.solve(np.asarray(target, dtype=np.float64), self.home, iterations)
+        error = self.position_error(q, target)
+        rot = self.data.site_xmat[self.tcp].reshape(3, 3)
+        tilt = float(np.arccos(np.clip(rot[:, 2] @ self.rot_home[:, 2], -1, 1)))
+        return error < tolerance and tilt < 0.1
+
+
+class SimArm:
+    """One simulated Panda in one scene at a time."""
+
+    joint_names: tuple[str, ...] = (*panda.ARM_JOINTS, *panda.FINGER_JOINTS)
+    """Names of the joints reported by :meth:`joint_positions` (the hand's as in the attached model)."""
+
+    def __init__(self, config: ArmConfig | None = None) -> None:
+        """Create an arm; call :meth:`reset` with a scene before stepping."""
+        self.config = config or ArmConfig()
+        self.model: mujoco.MjModel | None = None
+        self.data: mujoco.MjData | None = None
+        self.scene: Scene | None = None
+        self.stage = 0
+        self.phi = 0.0
+        self.steps = 0
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        self._programs: dict[tuple[str, int], object] = {}
+
+    # ------------------------------------------------------------------ set-up
+    @property
+    def physics_steps_per_control(self) -> int:
+        """Physics steps in one control step."""
+        assert self.model is not None
+        return max(1, round(1.0 / (self.config.control_hz * self.model.opt.timestep)))
+
+    @property
+    def layout(self) -> dict[str, tuple[int, int]]:
+        """Observation layout of the current scene (``LAYOUT`` + the scene's object-name aliases)."""
+        return scene_layout(self.scene) if self.scene is not None else dict(LAYOUT)
+
+    def reset(self, scene: Scene, program: str | None = None) -> np.ndarray:
+        """Load ``scene`` (arm at home, objects at their scene poses); return the first observation.
+
+        ``program`` is the staged potential program whose stage is tracked (default: the family's).
+        """
+        scene.validate()
+        family = get_family(scene.family)
+        model = scene_model(scene)
+        if model is not self.model:
+            self._renderers.clear()
+            self.model = model
+            self.data = mujoco.MjData(model)
+            self._ik = DlsIk(model, self.config)
+            self._index(model)
+        m, d = self.model, self.data
+        assert d is not None
+        mujoco.mj_resetDataKeyframe(m, d, 0)
+        for obj in scene.objects:
+            jid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, f"{obj.name}_joint")
+            if jid >= 0:
+                adr = int(m.jnt_qposadr[jid])
+                d.qpos[adr:adr + 3] = obj.position
+                x, y, z, w = obj.orientation
+                d.qpos[adr + 3:adr + 7] = (w, x, y, z)
+        mujoco.mj_forward(m, d)
+        self._ik.data.qpos[:] = d.qpos
+        self.scene, self.family = scene, family
+        self.steps = 0
+        self._obs = np.zeros(OBS_DIM, dtype=np.float32)
+        self._slot_bodies = []
+        for slot, obj in enumerate(scene.slots):
+            if obj is None:
+                continue
+            base = slot_offset(slot)
+            self._obs[base + 3:base + 6] = obj.rgba[:3]
+            self._obs[base + 6] = obj.shape
+            self._obs[base + 7:base + 10] = obj.size
+            self._obs[base + 10] = 1.0
+            self._slot_bodies.append((base, m.body(obj.name).id))
+        self._target_body = m.body(scene.target_object).id
+        self._goal_body = m.body(scene.goal_object).id if scene.goal_object else -1
+        source = program if program is not None else family.program
+        layout = LAYOUT if program is None else self.layout
+        key = (source, id(layout) if program is not None else 0)
+        if key not in self._programs:
+            self._programs[key] = stages.compile_program(source, layout)
+        self.program = self._programs[key]
+        self.stage = 0
+        obs = self._observe()
+        self._track_stage(obs)
+        return obs
+
+    def _index(self, m: mujoco.MjModel) -> None:
+        self._arm_q = np.array([m.joint(n).qposadr[0] for n in panda.ARM_JOINTS])
+        self._arm_v = np.array([m.joint(n).dofadr[0] for n in panda.ARM_JOINTS])
+        self._finger_q = np.array([m.joint(n).qposadr[0] for n in panda.FINGER_JOINTS])
+        self._finger_v = np.array([m.joint(n).dofadr[0] for n in panda.FINGER_JOINTS])
+        self._arm_act = np.array([m.actuator(f"{n}_pos").id for n in panda.ARM_JOINTS])
+        self._hand_act = m.actuator(panda.HAND_ACTUATOR).id
+        self._tcp = m.site(panda.TCP_SITE).id
+        self._q_lo, self._q_hi = self._ik.q_lo, self._ik.q_hi
+
+    # ------------------------------------------------------------------ control
+    def ik(self, target: np.ndarray, q_start: np.ndarray, iterations: int | None = None) -> np.ndarray:
+        """Joint targets putting the tool centre point at ``target`` gripper-down (DLS from ``q_start``)."""
+        return self._ik.solve(target, q_start, iterations)
+
+    def tcp_position(self) -> np.ndarray:
+        """Return the current tool centre point, world frame, m."""
+        assert self.data is not None
+        return self.data.site_xpos[self._tcp].copy()
+
+    def step(self, action: np.ndarray) -> np.ndarray:
+        """Apply ``(dx, dy, dz, gripper)`` for one control step; return the observation.
+
+        Raises ValueError for a wrong shape or a non-finite value (nothing is applied then).
+        """
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
+        if a.shape != (4,) or not np.all(np.isfinite(a)):
+            raise ValueError(f"action must be 4 finite numbers (dx, dy, dz, gripper), got {action!r}")
+        d = self.data
+        assert d is not None and self.model is not None
+        cfg = self.config
+        delta = np.clip(a[:3], -cfg.max_delta, cfg.max_delta)
+        target = np.clip(d.site_xpos[self._tcp] + delta, cfg.workspace_low, cfg.workspace_high)
+        q = self.ik(target, d.qpos[self._arm_q])
+        return self.step_joint_targets(q, float(a[3]))
+
+    def step_joint_targets(self, q: np.ndarray, gripper: float) -> np.ndarray:
+        """One control step toward joint targets ``q`` (7 arm joints, rad) with gripper command in [-1, 1]."""
+        d, m = self.data, self.model
+        assert d is not None and m is not None
+        q = np.asarray(q, dtype=np.float64)
+        if q.shape != (7,) or not np.all(np.isfinite(q)) or not math.isfinite(gripper):
+            raise ValueError("joint targets must be 7 finite numbers and the gripper command finite")
+        d.ctrl[self._arm_act] = np.clip(q, self._q_lo, self._q_hi)
+        d.ctrl[self._hand_act] = 0.5 * (1.0 - min(max(gripper, -1.0), 1.0))
+        mujoco.mj_step(m, d, self.physics_steps_per_control)
+        self.steps += 1
+        obs = self._observe()
+        self._track_stage(obs)
+        return obs
+
+    # ------------------------------------------------------------------ state
+    def _observe(self) -> np.ndarray:
+        d = self.data
+        assert d is not None
+        obs = self._obs
+        obs[0:3] = d.site_xpos[self._tcp]
+        obs[3:6] = self._tcp_velocity()
+        obs[6] = d.qpos[self._finger_q[0]] + d.qpos[self._finger_q[1]]
+        for base, body in self._slot_bodies:
+            obs[base:base + 3] = d.xpos[body]
+        return obs.copy()
+
+    def _tcp_velocity(self) -> np.ndarray:
+        assert self.data is not None and self.model is not None
+        vel = np.zeros(6)
+        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_SITE, self._tcp, vel, 0)
+        return vel[3:]
+
+    def _track_stage(self, obs: np.ndarray) -> None:
+        obs[LAYOUT["stage_index"][0]] = self.stage
+        self.phi, self.stage = self.program.evaluate(obs, self.stage)
+        self.phi = float(self.phi)
+        obs[LAYOUT["stage_index"][0]] = self.stage
+        self._obs[LAYOUT["stage_index"][0]] = self.stage
+
+    def world_state(self) -> WorldState:
+        """Privileged state for success checks and experts."""
+        d, scene = self.data, self.scene
+        assert d is not None and scene is not None
+        positions = {o.name: d.xpos[self.model.body(o.name).id].copy() for o in scene.objects}
+        return WorldState(
+            ee_pos=d.site_xpos[self._tcp].copy(),
+            gripper=float(d.qpos[self._finger_q[0]] + d.qpos[self._finger_q[1]]),
+            target=scene.target,
+            target_pos=d.xpos[self._target_body].copy(),
+            goal=scene.goal,
+            goal_pos=d.xpos[self._goal_body].copy() if self._goal_body >= 0 else None,
+            positions=positions,
+        )
+
+    def success(self) -> bool:
+        """Task success of the current scene's family from the privileged state."""
+        return self.family.success(self.world_state())
+
+    def joint_positions(self) -> np.ndarray:
+        """Positions of ``joint_names`` (rad for the arm, m for the fingers)."""
+        assert self.data is not None
+        return self.data.qpos[np.concatenate([self._arm_q, self._finger_q])].copy()
+
+    def joint_velocities(self) -> np.ndarray:
+        """Velocities of ``joint_names``."""
+        assert self.data is not None
+        return self.data.qvel[np.concatenate([self._arm_v, self._finger_v])].copy()
+
+    def joint_efforts(self) -> np.ndarray:
+        """Actuator forces of the arm joints and the finger tendon force split on both fingers (N m, N)."""
+        assert self.data is not None
+        hand = self.data.actuator_force[self._hand_act] / 2
+        return np.concatenate([self.data.actuator_force[self._arm_act], [hand, hand]])
+
+    def object_states(self) -> list[ObjectSpec]:
+        """Return the scene's objects with their current poses and twists (world frame)."""
+        d, m, scene = self.data, self.model, self.scene
+        assert d is not None and m is not None and scene is not None
+        states = []
+        vel = np.zeros(6)
+        for obj in scene.objects:
+            body = m.body(obj.name).id
+            w, x, y, z = d.xquat[body]
+            mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_BODY, body, vel, 0)
+            states.append(ObjectSpec(**{**obj.__dict__, "position": tuple(map(float, d.xpos[body])),
+                                        "orientation": (float(x), float(y), float(z), float(w)),
+                                        "linear": tuple(map(float, vel[3:])),
+                                        "angular": tuple(map(float, vel[:3]))}))
+        return states
+
+    def render(self, width: int = 128, height: int = 128, camera: str = panda.SCENE_CAMERA) -> np.ndarray:
+        """RGB keyframe (height x width x 3, uint8) from the scene camera (headless: set MUJOCO_GL=egl)."""
+        assert self.model is not None and self.data is not None
+        renderer = self._renderers.get((width, height))
+        if renderer is None:
+            renderer = mujoco.Renderer(self.model, height, width)
+            self._renderers[(width, height)] = renderer
+        renderer.update_scene(self.data, camera)
+        return renderer.render()
+
+    def close(self) -> None:
+        """Release renderers."""
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()
