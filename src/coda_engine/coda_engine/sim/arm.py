@@ -3,12 +3,13 @@
 """The simulated arm: a scene's MuJoCo model driven by end-effector displacements (pure, no ROS).
 
 ``SimArm.reset(scene)`` loads the scene; ``SimArm.step(action)`` applies ``(dx, dy, dz, gripper)``:
-the displacement (world = base frame, m, clipped to ``max_delta`` per axis) is added to the measured
-tool centre point, one or two damped-least-squares IK iterations from ``mj_jacSite`` (position + a
-fixed gripper-down orientation, posture in the null space) give the joint targets, and the physics
-runs ``physics_steps_per_control`` steps (2 ms each; 50 at the default 10 Hz). ``gripper`` -1 opens,
-+1 closes. The observation is the flat float32 vector of :mod:`coda_engine.sim.layout`; the stage
-index of the active potential program (the family's default unless another is given) is part of it.
+the displacement (world = base frame, m, clipped to ``max_delta`` per axis) is added to the previous
+commanded tool point (to the measured one when the arm lags by more than ``track_tolerance``), one
+damped-least-squares IK iteration from ``mj_jacSite`` (position + a fixed gripper-down orientation,
+posture in the null space) gives the joint targets, and the physics runs ``physics_steps_per_control``
+steps (2 ms each; 50 at the default 10 Hz). ``gripper`` -1 opens, +1 closes. The observation is the
+flat float32 vector of :mod:`coda_engine.sim.layout`; the stage index of the active potential program
+(the family's default unless another is given) is part of it.
 """
 
 from __future__ import annotations
@@ -38,8 +39,12 @@ class ArmConfig:
     """Lower corner of the box the commanded tool centre point is clipped to, m."""
     workspace_high: tuple[float, float, float] = (0.85, 0.5, 0.5)
     """Upper corner of that box, m."""
-    ik_iterations: int = 2
-    """Damped-least-squares iterations per control step."""
+    track_tolerance: float = 0.02
+    """While the tool point is within this distance (m, per axis) of the last command, the next displacement is
+    added to the command; otherwise to the measured tool point."""
+    ik_iterations: int = 1
+    """Damped-least-squares iterations per control step (targets are re-based on the measured tool point every
+    step, so one iteration per step suffices for displacements within ``max_delta``)."""
     ik_damping: float = 0.03
     """Damping lambda of the least-squares step."""
     orientation_weight: float = 0.5
@@ -68,6 +73,11 @@ class DlsIk:
         mujoco.mj_resetDataKeyframe(m, self.data, 0)
         self.arm_q = np.array([m.joint(n).qposadr[0] for n in panda.ARM_JOINTS])
         self.arm_v = np.array([m.joint(n).dofadr[0] for n in panda.ARM_JOINTS])
+        if not (np.all(np.diff(self.arm_q) == 1) and np.all(np.diff(self.arm_v) == 1)):
+            raise ValueError("the arm joints must be contiguous in qpos/qvel")
+        self.arm_q_slice = slice(int(self.arm_q[0]), int(self.arm_q[-1]) + 1)
+        self.arm_v_slice = slice(int(self.arm_v[0]), int(self.arm_v[-1]) + 1)
+        self.jac = np.zeros((6, 7))
         ids = [m.joint(n).id for n in panda.ARM_JOINTS]
         self.q_lo = m.jnt_range[ids, 0] + 0.01
         self.q_hi = m.jnt_range[ids, 1] - 0.01
@@ -85,20 +95,29 @@ class DlsIk:
         lam2 = cfg.ik_damping**2
         w = cfg.orientation_weight
         goal_rot = self.rot_home
+        eye = lam2 * np.eye(6)
+        k = cfg.posture_gain
+        qs, vs = self.arm_q_slice, self.arm_v_slice
+        jac = self.jac
         for _ in range(iterations or cfg.ik_iterations):
-            kd.qpos[self.arm_q] = q
+            kd.qpos[qs] = q
             mujoco.mj_kinematics(m, kd)
             mujoco.mj_comPos(m, kd)
             mujoco.mj_jacSite(m, kd, self.jacp, self.jacr, self.tcp)
             rot = kd.site_xmat[self.tcp].reshape(3, 3)
-            err_rot = 0.5 * (np.cross(rot[:, 0], goal_rot[:, 0]) + np.cross(rot[:, 1], goal_rot[:, 1])
-                             + np.cross(rot[:, 2], goal_rot[:, 2]))
-            err = np.concatenate([target - kd.site_xpos[self.tcp], w * err_rot])
-            jac = np.vstack([self.jacp[:, self.arm_v], w * self.jacr[:, self.arm_v]])
-            inv = jac.T @ np.linalg.inv(jac @ jac.T + lam2 * np.eye(6))
+            err = np.empty(6)
+            err[:3] = target - kd.site_xpos[self.tcp]
+            # sum_i rot_i x goal_i = vee(G R^T - R G^T): the small-angle rotation error, gripper-down.
+            skew = goal_rot @ rot.T
+            err[3] = (0.5 * w) * (skew[2, 1] - skew[1, 2])
+            err[4] = (0.5 * w) * (skew[0, 2] - skew[2, 0])
+            err[5] = (0.5 * w) * (skew[1, 0] - skew[0, 1])
+            jac[:3] = self.jacp[:, vs]
+            jac[3:] = w * self.jacr[:, vs]
             posture = self.home - q
-            dq = inv @ err + cfg.posture_gain * (posture - inv @ (jac @ posture))
-            q = np.clip(q + dq, self.q_lo, self.q_hi)
+            # DLS step toward the target, with the posture pull projected into the null space.
+            dq = jac.T @ np.linalg.solve(jac @ jac.T + eye, err - k * (jac @ posture)) + k * posture
+            q = np.minimum(np.maximum(q + dq, self.q_lo), self.q_hi)
         return q
 
     def position_error(self, q: np.ndarray, target: np.ndarray) -> float:
@@ -172,6 +191,8 @@ class SimArm:
                 d.qpos[adr + 3:adr + 7] = (w, x, y, z)
         mujoco.mj_forward(m, d)
         self._ik.data.qpos[:] = d.qpos
+        self._cmd_tcp = d.site_xpos[self._ik.tcp].copy()
+        self._cmd_q = d.qpos[self._ik.arm_q_slice].copy()
         self.scene, self.family = scene, family
         self.steps = 0
         self._obs = np.zeros(OBS_DIM, dtype=np.float32)
@@ -207,6 +228,8 @@ class SimArm:
         self._hand_act = m.actuator(panda.HAND_ACTUATOR).id
         self._tcp = m.site(panda.TCP_SITE).id
         self._q_lo, self._q_hi = self._ik.q_lo, self._ik.q_hi
+        self._ws_low = np.asarray(self.config.workspace_low)
+        self._ws_high = np.asarray(self.config.workspace_high)
 
     # ------------------------------------------------------------------ control
     def ik(self, target: np.ndarray, q_start: np.ndarray, iterations: int | None = None) -> np.ndarray:
@@ -229,9 +252,15 @@ class SimArm:
         d = self.data
         assert d is not None and self.model is not None
         cfg = self.config
-        delta = np.clip(a[:3], -cfg.max_delta, cfg.max_delta)
-        target = np.clip(d.site_xpos[self._tcp] + delta, cfg.workspace_low, cfg.workspace_high)
-        q = self.ik(target, d.qpos[self._arm_q])
+        delta = np.minimum(np.maximum(a[:3], -cfg.max_delta), cfg.max_delta)
+        # Displacements accumulate on the previous command while the arm tracks it (so servo lag does not
+        # shrink them), and restart from the measured tool point when it does not (contact, blocking).
+        measured = d.site_xpos[self._tcp]
+        tracking = float(np.max(np.abs(self._cmd_tcp - measured))) < cfg.track_tolerance
+        base, q_start = (self._cmd_tcp, self._cmd_q) if tracking else (measured, d.qpos[self._ik.arm_q_slice])
+        target = np.minimum(np.maximum(base + delta, self._ws_low), self._ws_high)
+        q = self.ik(target, q_start)
+        self._cmd_tcp, self._cmd_q = target, q
         return self.step_joint_targets(q, float(a[3]))
 
     def step_joint_targets(self, q: np.ndarray, gripper: float) -> np.ndarray:
@@ -241,7 +270,7 @@ class SimArm:
         q = np.asarray(q, dtype=np.float64)
         if q.shape != (7,) or not np.all(np.isfinite(q)) or not math.isfinite(gripper):
             raise ValueError("joint targets must be 7 finite numbers and the gripper command finite")
-        d.ctrl[self._arm_act] = np.clip(q, self._q_lo, self._q_hi)
+        d.ctrl[self._arm_act] = np.minimum(np.maximum(q, self._q_lo), self._q_hi)
         d.ctrl[self._hand_act] = 0.5 * (1.0 - min(max(gripper, -1.0), 1.0))
         mujoco.mj_step(m, d, self.physics_steps_per_control)
         self.steps += 1
@@ -254,18 +283,13 @@ class SimArm:
         d = self.data
         assert d is not None
         obs = self._obs
+        # Mean tool velocity over the last control step (zero after reset).
+        obs[3:6] = (d.site_xpos[self._tcp] - obs[0:3]) * self.config.control_hz if self.steps else 0.0
         obs[0:3] = d.site_xpos[self._tcp]
-        obs[3:6] = self._tcp_velocity()
         obs[6] = d.qpos[self._finger_q[0]] + d.qpos[self._finger_q[1]]
         for base, body in self._slot_bodies:
             obs[base:base + 3] = d.xpos[body]
         return obs.copy()
-
-    def _tcp_velocity(self) -> np.ndarray:
-        assert self.data is not None and self.model is not None
-        vel = np.zeros(6)
-        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_SITE, self._tcp, vel, 0)
-        return vel[3:]
 
     def _track_stage(self, obs: np.ndarray) -> None:
         obs[LAYOUT["stage_index"][0]] = self.stage

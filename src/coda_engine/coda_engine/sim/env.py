@@ -12,7 +12,7 @@ env's ``np_random`` with ``params``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -23,11 +23,14 @@ from coda_engine.sim.generator import generate
 from coda_engine.sim.layout import OBS_DIM
 from coda_engine.sim.scene import Scene, SceneParams
 
+OBS_BOUND = 10.0
+"""Observation space bound: positions (m), sizes, colours, shape codes and stage indices all lie well within."""
+
 
 class CodaSimEnv(gym.Env):
     """One simulated Panda; each reset generates (or receives) a scene of ``family``."""
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(self, family: str = "reach", params: SceneParams | None = None, config: ArmConfig | None = None,
                  render_mode: str | None = None, render_size: int = 64, program: str | None = None) -> None:
@@ -38,7 +41,7 @@ class CodaSimEnv(gym.Env):
         self.render_mode = render_mode
         self.render_size = render_size
         self.program = program
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+        self.observation_space = gym.spaces.Box(-OBS_BOUND, OBS_BOUND, (OBS_DIM,), np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         self.scene: Scene | None = None
         self.instruction = ""

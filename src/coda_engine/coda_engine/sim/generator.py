@@ -237,7 +237,7 @@ class Generator:
                              f"objects, at most {MAX_OBJECTS} fit")
         box = _region(vocab.object_region, params.position_shift)
         area = (box[1] - box[0]) * (box[3] - box[2])
-        need = (lo + fixed) * math.pi * (0.035 + params.min_clearance / 2) ** 2 * 2.2
+        need = (lo + fixed) * math.pi * (0.035 + params.min_clearance / 2) ** 2 * 1.6
         if need > area:
             raise ValueError(f"SceneParams.num_distractors={params.num_distractors} with "
                              f"min_clearance={params.min_clearance}: {lo + fixed} objects cannot fit in the "

@@ -45,11 +45,11 @@ class ArmGains:
 
     kp_shoulder: float = 4500.0
     """Stiffness of joints 1-4, N m / rad."""
-    kv_shoulder: float = 450.0
+    kv_shoulder: float = 120
     """Damping of joints 1-4, N m s / rad."""
     kp_wrist: float = 2000.0
     """Stiffness of joints 5-7, N m / rad."""
-    kv_wrist: float = 200.0
+    kv_wrist: float = 50
     """Damping of joints 5-7, N m s / rad."""
     timestep: float = 0.002
     """Physics time step, seconds."""
@@ -149,11 +149,16 @@ def _build() -> mujoco.MjSpec:
         _simplify_meshes(part, folder)
         _plain_materials(part)
         _robot_collisions(part)
-    # Finger pads: a little more friction than the default so grasps hold heavier objects.
+    # Finger pads: more friction (sliding and torsional) than the default, and a stiffer grip (the
+    # same 0..0.04 m opening per unit of command, 2.5x the squeeze), so balls and cylinders stay put.
     for geom in hand.geoms:
         if geom.name.endswith("finger_collision"):
-            geom.friction = [1.5, 0.01, 0.001]
+            geom.friction = [2.0, 0.05, 0.001]
             geom.condim = 4
+            geom.solref = [0.004, 1.0]  # stiffer than the default 0.02 s: millimetre, not centimetre, squeeze
+    grip = hand.actuator("panda_hand_actuator")
+    grip.gainprm[0] = 60.0
+    grip.biasprm[1:3] = [-1500.0, -80.0]
     wrist = arm.site("wrist_site")
     frame = arm.body("panda_link8").add_frame(pos=wrist.pos, quat=wrist.quat)
     frame.attach_body(hand.body("panda_hand"), "hand_", "")

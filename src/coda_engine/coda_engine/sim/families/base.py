@@ -101,7 +101,9 @@ class PickAndPlaceExpert:
         """One action of the grasp-carry-release state machine."""
         ee, obj = state.ee_pos, state.target_pos
         half_z = float(state.target.size[2])
-        grasp_z = max(obj[2] - 0.3 * half_z, 0.012)
+        # Finger pads centred on the object centre (they sit 13 mm above the tool point), but the palm
+        # (about 35 mm above the tool point) must stay clear of the object's top.
+        grasp_z = max(obj[2] - 0.012, obj[2] + half_z - 0.032, 0.012)
         if self.phase == "approach":
             above = np.array([obj[0], obj[1], max(obj[2] + half_z + 0.07, 0.1)])
             if np.linalg.norm(ee - above) < 0.012:
@@ -134,7 +136,7 @@ class PickAndPlaceExpert:
             goal = np.array([xy[0], xy[1], CARRY_Z])
             if np.linalg.norm(ee[:2] - goal[:2]) < 0.008:
                 self.phase = "lower"
-            return move_toward(ee, goal, CLOSE)
+            return move_toward(ee, goal, CLOSE, speed=0.04)
         if self.phase == "lower":
             xy = self.place_xy(state) + (ee[:2] - obj[:2])
             goal = np.array([xy[0], xy[1], self.place_z(state) + (ee[2] - obj[2])])
