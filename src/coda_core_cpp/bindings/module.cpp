@@ -80,7 +80,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("num_stages", &PotentialProgram::num_stages)
       .def_property_readonly("stage_names", &g::program_stage_names)
       .def_property_readonly("stages", &g::program_stages)
-      .def_property_readonly("source", &PotentialProgram::source)
+      .def_property_readonly("source", &g::program_source)
       .def_property_readonly("layout", &g::program_layout)
       .def_property_readonly("required_dim", &PotentialProgram::required_dim)
       .def("evaluate", &g::program_evaluate, py::arg("state"), py::arg("stage"))

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -480,23 +481,59 @@ class Parser {
   std::vector<Node> nodes_;
 };
 
-// Scalarised stack code generation: a node's value occupies registers [sp, sp + width).
+// Code generation to scalarised register code. Leaves (numbers, layout names) and vector
+// components are register references, not instructions. Operands are first emitted with
+// symbolic indices (temporary k, constant k | kConstTag, slot k | kSlotTag) and relocated once
+// the number of temporaries is known.
+//
+// emit(node, sp) returns the locations of the node's components and the first free temporary.
+// Temporaries produced for component j of a value emitted at sp always sit at or above sp + j,
+// so writing component i's result to sp + i (in increasing i) never clobbers an operand that is
+// still to be read; the one exception (a scalar temporary broadcast over a vector) writes
+// above that scalar instead.
+constexpr std::uint32_t kConstTag = 1u << 30, kSlotTag = 2u << 30, kTagMask = 3u << 30;
+
+struct Emitted {
+  std::vector<std::uint32_t> loc;
+  std::uint32_t top;
+};
+
 class CodeGen {
  public:
   explicit CodeGen(const std::vector<Node>& nodes) : nodes_(nodes) {}
 
-  std::vector<PotentialInstr> compile(int root) {
+  PotentialExprCode compile(int root) {
     code_.clear();
-    emit(root, 0);
-    return code_;
+    const Emitted e = emit(root, 0);
+    PotentialExprCode out;
+    out.code = code_;
+    out.result = e.loc[0];
+    return out;
   }
-  int max_registers() const { return max_reg_; }
+  std::uint32_t num_temps() const { return max_temp_; }
+  const std::vector<float>& constants() const { return constants_; }
+  const std::vector<std::int64_t>& slots() const { return slots_; }
 
  private:
-  void put(Op op, int dst, int a = 0, int b = 0, int offset = 0, float imm = 0.0f) {
-    max_reg_ = std::max({max_reg_, dst + 1, a + 1, b + 1});
-    code_.push_back(PotentialInstr{op, static_cast<std::uint16_t>(dst), static_cast<std::uint16_t>(a),
-                                   static_cast<std::uint16_t>(b), offset, imm});
+  static bool is_temp(std::uint32_t r) { return (r & kTagMask) == 0; }
+  std::uint32_t constant(float v) {
+    for (std::size_t i = 0; i < constants_.size(); ++i) {
+      if (std::memcmp(&constants_[i], &v, sizeof(float)) == 0) return kConstTag | static_cast<std::uint32_t>(i);
+    }
+    constants_.push_back(v);
+    return kConstTag | static_cast<std::uint32_t>(constants_.size() - 1);
+  }
+  std::uint32_t slot(std::int64_t index) {
+    auto it = slot_of_.find(index);
+    if (it != slot_of_.end()) return it->second;
+    const std::uint32_t r = kSlotTag | static_cast<std::uint32_t>(slots_.size());
+    slots_.push_back(index);
+    slot_of_[index] = r;
+    return r;
+  }
+  void put(Op op, std::uint32_t dst, std::uint32_t a, std::uint32_t b = 0) {
+    max_temp_ = std::max(max_temp_, dst + 1);
+    code_.push_back(PotentialInstr{op, dst, a, b});
   }
   static Op binary_op(const std::string& s) {
     if (s == "+") return kAdd;
@@ -512,86 +549,115 @@ class CodeGen {
     if (s == "and") return kAnd;
     return kOr;
   }
-  // Sum of squares of the w registers at sp, left to right, then sqrt; result in sp.
-  void norm_at(int sp, int w) {
-    for (int i = 0; i < w; ++i) put(kMul, sp + i, sp + i, sp + i);
-    for (int i = 1; i < w; ++i) put(kAdd, sp, sp, sp + i);
+  // sqrt of the sum of squares of the w values at `v`, summed left to right; result in sp.
+  Emitted norm_of(const std::vector<std::uint32_t>& v, std::uint32_t sp, std::uint32_t top) {
+    const std::size_t w = v.size();
+    for (std::size_t i = 0; i < w; ++i) put(kMul, sp + static_cast<std::uint32_t>(i), v[i], v[i]);
+    for (std::size_t i = 1; i < w; ++i) put(kAdd, sp, sp, sp + static_cast<std::uint32_t>(i));
     put(kSqrt, sp, sp);
+    return {{sp}, std::max<std::uint32_t>(top, sp + static_cast<std::uint32_t>(w))};
   }
-  void emit(int idx, int sp) {
+  Emitted emit(int idx, std::uint32_t sp) {
     const Node& n = nodes_[idx];
     switch (n.kind) {
       case Kind::kNum:
-        put(kConst, sp, 0, 0, 0, n.value);
-        return;
-      case Kind::kLoad:
-        for (int i = 0; i < width(n.type); ++i) put(kLoad, sp + i, 0, 0, n.offset + i);
-        return;
-      case Kind::kNeg:
-        emit(n.kids[0], sp);
-        for (int i = 0; i < width(n.type); ++i) put(kNeg, sp + i, sp + i);
-        return;
-      case Kind::kNot:
-        emit(n.kids[0], sp);
-        put(kNot, sp, sp);
-        return;
-      case Kind::kComponent:
-        emit(n.kids[0], sp);
-        if (n.offset != 0) put(kMov, sp, sp + n.offset);
-        return;
-      case Kind::kBinary: {
-        const int wl = width(nodes_[n.kids[0]].type), wr = width(nodes_[n.kids[1]].type);
-        emit(n.kids[0], sp);
-        emit(n.kids[1], sp + wl);
-        const Op op = binary_op(n.op);
-        if (wl == wr) {
-          for (int i = 0; i < wl; ++i) put(op, sp + i, sp + i, sp + wl + i);
-        } else if (wr == 1) {  // vec * scalar, vec / scalar
-          for (int i = 0; i < wl; ++i) put(op, sp + i, sp + i, sp + wl);
-        } else {  // scalar * vec: multiply in place above the scalar, then move down
-          for (int i = 0; i < wr; ++i) put(op, sp + 1 + i, sp, sp + 1 + i);
-          for (int i = 0; i < wr; ++i) put(kMov, sp + i, sp + 1 + i);
+        return {{constant(n.value)}, sp};
+      case Kind::kLoad: {
+        Emitted e{{}, sp};
+        for (int i = 0; i < width(n.type); ++i) e.loc.push_back(slot(n.offset + i));
+        return e;
+      }
+      case Kind::kNeg: {
+        const Emitted c = emit(n.kids[0], sp);
+        Emitted e{{}, std::max<std::uint32_t>(c.top, sp + static_cast<std::uint32_t>(c.loc.size()))};
+        for (std::uint32_t i = 0; i < c.loc.size(); ++i) {
+          put(kNeg, sp + i, c.loc[i]);
+          e.loc.push_back(sp + i);
         }
-        return;
+        return e;
+      }
+      case Kind::kNot: {
+        const Emitted c = emit(n.kids[0], sp);
+        put(kNot, sp, c.loc[0]);
+        return {{sp}, std::max(c.top, sp + 1)};
+      }
+      case Kind::kComponent: {
+        const Emitted c = emit(n.kids[0], sp);
+        return {{c.loc[static_cast<std::size_t>(n.offset)]}, c.top};
+      }
+      case Kind::kBinary: {
+        const Emitted l = emit(n.kids[0], sp);
+        const Emitted r = emit(n.kids[1], l.top);
+        const Op op = binary_op(n.op);
+        const std::size_t wl = l.loc.size(), wr = r.loc.size(), w = std::max(wl, wr);
+        // A scalar temporary broadcast over a vector must survive the whole loop: write above it.
+        std::uint32_t base = sp;
+        if (wl == 1 && wr > 1 && is_temp(l.loc[0])) base = l.loc[0] + 1;
+        if (wr == 1 && wl > 1 && is_temp(r.loc[0])) base = r.loc[0] + 1;
+        Emitted e{{}, 0};
+        for (std::uint32_t i = 0; i < w; ++i) {
+          const std::uint32_t a = l.loc[wl == 1 ? 0 : i], b = r.loc[wr == 1 ? 0 : i];
+          put(op, base + i, a, b);
+          e.loc.push_back(base + i);
+        }
+        e.top = std::max<std::uint32_t>(r.top, base + static_cast<std::uint32_t>(w));
+        return e;
       }
       case Kind::kCall:
-        emit_call(n, sp);
-        return;
+        return emit_call(n, sp);
     }
+    return {{sp}, sp};
   }
-  void emit_call(const Node& n, int sp) {
+  Emitted emit_call(const Node& n, std::uint32_t sp) {
     const std::string& f = n.op;
     if (f == "dist" || f == "dist_xy") {
-      const int wa = width(nodes_[n.kids[0]].type);
-      const int w = f == "dist" ? wa : 2;
-      emit(n.kids[0], sp);
-      emit(n.kids[1], sp + wa);
-      for (int i = 0; i < w; ++i) put(kSub, sp + i, sp + i, sp + wa + i);
-      norm_at(sp, w);
-    } else if (f == "norm") {
-      emit(n.kids[0], sp);
-      norm_at(sp, width(nodes_[n.kids[0]].type));
-    } else if (f == "abs" || f == "exp") {
-      emit(n.kids[0], sp);
-      put(f == "abs" ? kAbs : kExp, sp, sp);
-    } else if (f == "clip") {
-      emit(n.kids[0], sp);
-      emit(n.kids[1], sp + 1);
-      put(kMax, sp, sp, sp + 1);
-      emit(n.kids[2], sp + 1);
-      put(kMin, sp, sp, sp + 1);
-    } else {  // min / max, folded left
-      emit(n.kids[0], sp);
-      for (std::size_t k = 1; k < n.kids.size(); ++k) {
-        emit(n.kids[k], sp + 1);
-        put(f == "min" ? kMin : kMax, sp, sp, sp + 1);
+      const Emitted a = emit(n.kids[0], sp);
+      const Emitted b = emit(n.kids[1], a.top);
+      const std::uint32_t w = f == "dist" ? static_cast<std::uint32_t>(a.loc.size()) : 2;
+      std::vector<std::uint32_t> diff;
+      for (std::uint32_t i = 0; i < w; ++i) {
+        put(kSub, sp + i, a.loc[i], b.loc[i]);
+        diff.push_back(sp + i);
       }
+      return norm_of(diff, sp, b.top);
     }
+    if (f == "norm") {
+      const Emitted v = emit(n.kids[0], sp);
+      return norm_of(v.loc, sp, v.top);
+    }
+    if (f == "abs" || f == "exp") {
+      const Emitted x = emit(n.kids[0], sp);
+      put(f == "abs" ? kAbs : kExp, sp, x.loc[0]);
+      return {{sp}, std::max(x.top, sp + 1)};
+    }
+    if (f == "clip") {
+      const Emitted x = emit(n.kids[0], sp);
+      const Emitted lo = emit(n.kids[1], x.top);
+      put(kMax, sp, x.loc[0], lo.loc[0]);
+      const Emitted hi = emit(n.kids[2], sp + 1);
+      put(kMin, sp, sp, hi.loc[0]);
+      return {{sp}, std::max({lo.top, hi.top, sp + 1})};
+    }
+    // min / max, folded left
+    const Op op = f == "min" ? kMin : kMax;
+    const Emitted first = emit(n.kids[0], sp);
+    std::uint32_t acc = first.loc[0], top = std::max(first.top, sp + 1);
+    const std::uint32_t next_sp = top;  // above the first value, wherever it was left
+    for (std::size_t k = 1; k < n.kids.size(); ++k) {
+      const Emitted next = emit(n.kids[k], next_sp);
+      put(op, sp, acc, next.loc[0]);
+      acc = sp;
+      top = std::max(top, next.top);
+    }
+    return {{sp}, top};
   }
 
   const std::vector<Node>& nodes_;
   std::vector<PotentialInstr> code_;
-  int max_reg_ = 1;
+  std::uint32_t max_temp_ = 0;
+  std::vector<float> constants_;
+  std::vector<std::int64_t> slots_;
+  std::map<std::int64_t, std::uint32_t> slot_of_;
 };
 
 bool valid_identifier(const std::string& s) {
@@ -641,9 +707,25 @@ PotentialProgram PotentialProgram::compile(const std::string& source, const std:
     code.done = gen.compile(st.done.root);
     prog.stages_.push_back(std::move(code));
   }
-  prog.num_registers_ = gen.max_registers();
-  if (prog.num_registers_ > kMaxRegisters) {
-    throw PotentialError(1, 1, "the program needs too many registers (" + std::to_string(prog.num_registers_) + ")");
+  // Relocate: [temporaries | constants | slots].
+  prog.const_base_ = gen.num_temps();
+  prog.constants_ = gen.constants();
+  prog.slot_base_ = prog.const_base_ + static_cast<std::uint32_t>(prog.constants_.size());
+  prog.slot_index_ = gen.slots();
+  auto reloc = [&prog](std::uint32_t& r) {
+    const std::uint32_t tag = r & kTagMask, k = r & ~kTagMask;
+    if (tag == kConstTag) r = prog.const_base_ + k;
+    if (tag == kSlotTag) r = prog.slot_base_ + k;
+  };
+  for (auto& st : prog.stages_) {
+    for (PotentialExprCode* e : {&st.progress, &st.done}) {
+      reloc(e->result);
+      for (auto& in : e->code) {
+        reloc(in.dst);
+        reloc(in.a);
+        reloc(in.b);
+      }
+    }
   }
   return prog;
 }

@@ -17,14 +17,11 @@ namespace {
 
 using namespace pot;  // NOLINT
 
-float run_scalar(const std::vector<PotentialInstr>& code, const float* state, float* r) {
-  for (const PotentialInstr& in : code) {
+float run_scalar(const PotentialExprCode& expr, float* r) {
+  for (const PotentialInstr& in : expr.code) {
     const float a = r[in.a], b = r[in.b];
     float v;
     switch (in.op) {
-      case kConst: v = in.imm; break;
-      case kLoad: v = state[in.offset]; break;
-      case kMov: v = a; break;
       case kNeg: v = -a; break;
       case kAdd: v = a + b; break;
       case kSub: v = a - b; break;
@@ -47,39 +44,29 @@ float run_scalar(const std::vector<PotentialInstr>& code, const float* state, fl
     }
     r[in.dst] = v;
   }
-  return r[0];
+  return r[expr.result];
 }
 
 constexpr std::size_t kBlock = 64;
 
-// Run `code` over m <= kBlock states; register k of lane i lives at r[k * kBlock + i].
-void run_block(const std::vector<PotentialInstr>& code, const float* states, std::size_t dim, std::size_t m,
-               float* r) {
-  for (const PotentialInstr& in : code) {
-    float* __restrict d = r + in.dst * kBlock;
-    const float* a = r + in.a * kBlock;
-    const float* b = r + in.b * kBlock;
-    switch (in.op) {
-      case kConst: for (std::size_t i = 0; i < m; ++i) d[i] = in.imm; break;
-      case kLoad: {
-        const float* s = states + in.offset;
-        for (std::size_t i = 0; i < m; ++i) d[i] = s[i * dim];
-        break;
-      }
-      // Unary and binary operations may have d == a or d == b: copy operands through a
-      // temporary block so the loops carry no aliasing hazard and vectorise.
-#define CODA_BLOCK_OP(EXPR)                                        \
-  {                                                                \
-    float t[kBlock];                                               \
-    for (std::size_t i = 0; i < m; ++i) {                          \
-      const float x = a[i], y = b[i];                              \
-      (void)y;                                                     \
-      t[i] = (EXPR);                                               \
-    }                                                              \
-    for (std::size_t i = 0; i < m; ++i) d[i] = t[i];               \
-    break;                                                         \
+// Run `expr` over m <= kBlock lanes; register k of lane i lives at r[k * kBlock + i]. Operands
+// may coincide with the destination (same register), never overlap it partially, so the
+// element-wise loops have no loop-carried dependency (ivdep) and vectorise.
+void run_block(const PotentialExprCode& expr, std::size_t m, float* r) {
+  for (const PotentialInstr& in : expr.code) {
+    float* d = r + in.dst * kBlock;
+    const float* pa = r + in.a * kBlock;
+    const float* pb = r + in.b * kBlock;
+#define CODA_BLOCK_OP(EXPR)                     \
+  {                                             \
+    _Pragma("GCC ivdep") for (std::size_t i = 0; i < m; ++i) { \
+      const float x = pa[i], y = pb[i];         \
+      (void)y;                                  \
+      d[i] = (EXPR);                            \
+    }                                           \
+    break;                                      \
   }
-      case kMov: CODA_BLOCK_OP(x)
+    switch (in.op) {
       case kNeg: CODA_BLOCK_OP(-x)
       case kAdd: CODA_BLOCK_OP(x + y)
       case kSub: CODA_BLOCK_OP(x - y)
@@ -99,8 +86,8 @@ void run_block(const std::vector<PotentialInstr>& code, const float* states, std
       case kAbs: CODA_BLOCK_OP(std::fabs(x))
       case kExp: CODA_BLOCK_OP(f_exp(x))
       default: CODA_BLOCK_OP(std::sqrt(x))  // kSqrt
-#undef CODA_BLOCK_OP
     }
+#undef CODA_BLOCK_OP
   }
 }
 
@@ -115,12 +102,20 @@ std::pair<float, std::int32_t> PotentialProgram::evaluate(const float* state, st
     throw std::invalid_argument("the state has " + std::to_string(dim) + " entries; the layout needs at least " +
                                 std::to_string(required_dim_));
   }
-  float regs[kMaxRegisters];
-  std::fill(regs, regs + num_registers_, 0.0f);
+  float stack_regs[kStackRegisters];
+  std::vector<float> heap_regs;
+  float* regs = stack_regs;
+  if (num_registers() > kStackRegisters) {
+    heap_regs.resize(num_registers());
+    regs = heap_regs.data();
+  }
+  std::fill(regs, regs + const_base_, 0.0f);
+  std::copy(constants_.begin(), constants_.end(), regs + const_base_);
+  for (std::size_t j = 0; j < slot_index_.size(); ++j) regs[slot_base_ + j] = state[slot_index_[j]];
   std::int32_t s = stage;
-  while (s < k && truthy(run_scalar(stages_[s].done, state, regs))) ++s;
+  while (s < k && truthy(run_scalar(stages_[s].done, regs))) ++s;
   if (s == k) return {1.0f, s};
-  const float p = clip01(run_scalar(stages_[s].progress, state, regs));
+  const float p = clip01(run_scalar(stages_[s].progress, regs));
   return {(static_cast<float>(s) + p) / static_cast<float>(k), s};
 }
 
@@ -137,21 +132,31 @@ void PotentialProgram::evaluate_batch(const float* states, std::size_t n, std::s
     throw std::invalid_argument("states have " + std::to_string(dim) + " columns; the layout needs at least " +
                                 std::to_string(required_dim_));
   }
-  std::vector<float> regs(static_cast<std::size_t>(num_registers_) * kBlock);
+  std::vector<float> regs(static_cast<std::size_t>(num_registers()) * kBlock, 0.0f);
+  for (std::size_t c = 0; c < constants_.size(); ++c) {
+    std::fill_n(regs.begin() + (const_base_ + c) * kBlock, kBlock, constants_[c]);
+  }
   // out[2 * j] = done_j, out[2 * j + 1] = progress_j, per lane.
   std::vector<float> out(static_cast<std::size_t>(2 * k) * kBlock);
   for (std::size_t start = 0; start < n; start += kBlock) {
     const std::size_t m = std::min(kBlock, n - start);
     const float* block = states + start * dim;
     const std::int32_t* st = stages + start;
+    for (std::size_t j = 0; j < slot_index_.size(); ++j) {
+      float* dst = regs.data() + (slot_base_ + j) * kBlock;
+      const float* src = block + slot_index_[j];
+      for (std::size_t i = 0; i < m; ++i) dst[i] = src[i * dim];
+    }
     std::int32_t lowest = k;
     for (std::size_t i = 0; i < m; ++i) lowest = std::min(lowest, st[i]);
     // Stages below the lowest starting stage are never looked at in this block.
     for (std::int32_t j = lowest; j < k; ++j) {
-      run_block(stages_[j].done, block, dim, m, regs.data());
-      std::copy(regs.begin(), regs.begin() + m, out.begin() + (2 * j) * kBlock);
-      run_block(stages_[j].progress, block, dim, m, regs.data());
-      std::copy(regs.begin(), regs.begin() + m, out.begin() + (2 * j + 1) * kBlock);
+      for (int which = 0; which < 2; ++which) {
+        const PotentialExprCode& e = which == 0 ? stages_[j].done : stages_[j].progress;
+        run_block(e, m, regs.data());
+        const float* res = regs.data() + e.result * kBlock;
+        std::copy(res, res + m, out.begin() + (2 * j + which) * kBlock);
+      }
     }
     for (std::size_t i = 0; i < m; ++i) {
       std::int32_t s = st[i];

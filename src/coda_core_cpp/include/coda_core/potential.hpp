@@ -76,18 +76,27 @@ struct LayoutEntry {
   std::int64_t length = 1;  // 1 (scalar), 2 (vec2) or 3 (vec3)
 };
 
-// One instruction of the scalarised stack code. Registers are stack slots.
+// One instruction of the scalarised register code: r[dst] = op(r[a], r[b]).
+//
+// The register file is [temporaries | constants | state slots]: constants are filled once per
+// call, state slots hold the state entries the program reads (gathered once per state or per
+// block of states), so leaves cost no instruction and vector components are plain register
+// references.
 struct PotentialInstr {
   std::uint8_t op;
-  std::uint16_t dst, a, b;
-  std::int32_t offset;  // LOAD: index into the state vector
-  float imm;            // CONST: the value
+  std::uint32_t dst, a, b;
+};
+
+// A compiled expression: its code and the register that holds its scalar value afterwards.
+struct PotentialExprCode {
+  std::vector<PotentialInstr> code;
+  std::uint32_t result = 0;
 };
 
 struct PotentialStageCode {
   std::string name;
   std::string progress_source, done_source;
-  std::vector<PotentialInstr> progress, done;  // each leaves its scalar result in register 0
+  PotentialExprCode progress, done;
 };
 
 class PotentialProgram {
@@ -103,7 +112,12 @@ class PotentialProgram {
   const std::vector<LayoutEntry>& layout() const { return layout_; }
   // The smallest state length the program can read (max offset + length over the layout).
   std::size_t required_dim() const { return required_dim_; }
-  int num_registers() const { return num_registers_; }
+  // Register file: [0, const_base) temporaries, then constants, then state slots.
+  std::uint32_t num_registers() const { return slot_base_ + static_cast<std::uint32_t>(slot_index_.size()); }
+  std::uint32_t const_base() const { return const_base_; }
+  std::uint32_t slot_base() const { return slot_base_; }
+  const std::vector<float>& constants() const { return constants_; }
+  const std::vector<std::int64_t>& slot_index() const { return slot_index_; }
 
   // One state of dim >= required_dim() floats (std::invalid_argument otherwise). stage must be
   // in [0, num_stages()] (std::invalid_argument otherwise). Returns (phi, new_stage).
@@ -119,7 +133,9 @@ class PotentialProgram {
   std::vector<LayoutEntry> layout_;
   std::vector<PotentialStageCode> stages_;
   std::size_t required_dim_ = 0;
-  int num_registers_ = 1;
+  std::uint32_t const_base_ = 0, slot_base_ = 0;
+  std::vector<float> constants_;
+  std::vector<std::int64_t> slot_index_;  // state index held by each slot
 };
 
 // Potential-based shaping over n transitions, float32:

@@ -12,12 +12,12 @@ namespace coda_core {
 namespace pot {
 
 enum Op : std::uint8_t {
-  kConst, kLoad, kMov, kNeg, kAdd, kSub, kMul, kDiv, kLt, kLe, kGt, kGe, kEq, kNe,
-  kAnd, kOr, kNot, kMin, kMax, kAbs, kExp, kSqrt
+  kNeg, kAdd, kSub, kMul, kDiv, kLt, kLe, kGt, kGe, kEq, kNe, kAnd, kOr, kNot, kMin, kMax, kAbs, kExp,
+  kSqrt
 };
 
-// Registers a single stage expression may use (bounded by the depth limit; checked at compile).
-constexpr int kMaxRegisters = 1024;
+// Single-state evaluation keeps registers on the stack up to this many (else on the heap).
+constexpr std::uint32_t kStackRegisters = 256;
 
 inline bool truthy(float x) { return (x > 0.0f) | (x < 0.0f); }
 inline float as_float(bool b) { return b ? 1.0f : 0.0f; }

@@ -45,35 +45,43 @@ void check_shape(const py::array& a, const std::string& name, const Shape& shape
 // float dtypes are converted; anything else is a ValueError naming the argument. An empty
 // shape vector means "any shape".
 F32 as_f32(py::handle obj, const std::string& name, const Shape& shape) {
-  F32 out;
+  // Note: never default-construct an array_t (that allocates an empty numpy array).
   if (F32::check_(obj)) {
-    out = py::reinterpret_borrow<F32>(obj);
-  } else {
-    py::array a = to_array(obj, name);
-    const char kind = a.dtype().kind();
-    if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b') {
-      throw py::value_error(name + ": expected a float32 array, got dtype " + std::string(py::str(a.dtype())));
-    }
-    out = py::reinterpret_borrow<F32>(F32Cast::ensure(a));
+    auto out = py::reinterpret_borrow<F32>(obj);
+    if (!shape.empty()) check_shape(out, name, shape);
+    return out;
   }
+  py::array a = to_array(obj, name);
+  const char kind = a.dtype().kind();
+  if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b') {
+    throw py::value_error(name + ": expected a float32 array, got dtype " + std::string(py::str(a.dtype())));
+  }
+  auto out = py::reinterpret_borrow<F32>(F32Cast::ensure(a));
   if (!shape.empty()) check_shape(out, name, shape);
   return out;
 }
 
 I32 as_i32(py::handle obj, const std::string& name, const Shape& shape) {
-  I32 out;
   if (I32::check_(obj)) {
-    out = py::reinterpret_borrow<I32>(obj);
-  } else {
-    py::array a = to_array(obj, name);
-    const char kind = a.dtype().kind();
-    if (kind != 'i' && kind != 'u') {
-      throw py::value_error(name + ": expected an int32 array, got dtype " + std::string(py::str(a.dtype())));
-    }
-    out = py::reinterpret_borrow<I32>(I32Cast::ensure(a));
+    auto out = py::reinterpret_borrow<I32>(obj);
+    check_shape(out, name, shape);
+    return out;
   }
+  py::array a = to_array(obj, name);
+  const char kind = a.dtype().kind();
+  if (kind != 'i' && kind != 'u') {
+    throw py::value_error(name + ": expected an int32 array, got dtype " + std::string(py::str(a.dtype())));
+  }
+  auto out = py::reinterpret_borrow<I32>(I32Cast::ensure(a));
   check_shape(out, name, shape);
   return out;
+}
+
+// Source text back to str: the bytes came from str.encode("utf-8", "surrogatepass").
+py::str text(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "surrogatepass");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
 }
 
 py::ssize_t ss(std::size_t v) { return static_cast<py::ssize_t>(v); }
@@ -326,11 +334,13 @@ std::vector<std::string> program_stage_names(const PotentialProgram& prog) {
   return names;
 }
 
-std::vector<std::tuple<std::string, std::string, std::string>> program_stages(const PotentialProgram& prog) {
-  std::vector<std::tuple<std::string, std::string, std::string>> out;
-  for (const auto& s : prog.stages()) out.emplace_back(s.name, s.progress_source, s.done_source);
+py::list program_stages(const PotentialProgram& prog) {
+  py::list out;
+  for (const auto& s : prog.stages()) out.append(py::make_tuple(s.name, text(s.progress_source), text(s.done_source)));
   return out;
 }
+
+py::str program_source(const PotentialProgram& prog) { return text(prog.source()); }
 
 py::dict program_layout(const PotentialProgram& prog) {
   py::dict d;

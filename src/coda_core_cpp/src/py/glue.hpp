@@ -85,7 +85,8 @@ std::unique_ptr<PotentialProgram> compile_program(py::handle source, py::handle 
 py::tuple program_evaluate(const PotentialProgram& prog, py::handle state, std::int64_t stage);
 std::tuple<F32, I32> program_evaluate_batch(const PotentialProgram& prog, py::handle states, py::handle stages);
 std::vector<std::string> program_stage_names(const PotentialProgram& prog);
-std::vector<std::tuple<std::string, std::string, std::string>> program_stages(const PotentialProgram& prog);
+py::list program_stages(const PotentialProgram& prog);
+py::str program_source(const PotentialProgram& prog);
 py::dict program_layout(const PotentialProgram& prog);
 std::string program_repr(const PotentialProgram& prog);
 F32 shape_rewards(py::handle rewards, py::handle phi, py::handle next_phi, py::handle dones, double gamma);
