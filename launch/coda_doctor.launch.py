@@ -7,11 +7,10 @@
 The receiver prints a JSON report and exits 0 when every type arrived intact.
 """
 
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-
-from launch import LaunchDescription
 
 
 def generate_launch_description() -> LaunchDescription:
