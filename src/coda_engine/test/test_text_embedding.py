@@ -1,0 +1,26 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The offline MiniLM embedder: real model, unit vectors, meaning-aware similarity, per-string cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from coda_engine.text_embedding import EMBEDDING_DIM, TextEmbedder
+
+
+def test_embeddings_are_unit_vectors_that_reflect_meaning(tmp_path: Path) -> None:
+    embedder = TextEmbedder(cache_file=tmp_path / "cache.npz")
+    texts = ["touch the red cube", "put your finger on the red block", "stack the blue cube on the green cube"]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (3, EMBEDDING_DIM) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    assert len(embedder) == 3
+    again = embedder.embed([texts[1], texts[1]])
+    assert len(embedder) == 3 and np.array_equal(again[0], vectors[1])
+    embedder.save()
+    reloaded = TextEmbedder(cache_file=tmp_path / "cache.npz")
+    assert len(reloaded) == 3 and np.array_equal(reloaded.embed_one(texts[2]), vectors[2])
