@@ -206,6 +206,9 @@ class SimArm:
             self._obs[base + 7:base + 10] = obj.size
             self._obs[base + 10] = 1.0
             self._slot_bodies.append((base, m.body(obj.name).id))
+        self._slot_index = np.array([b + i for b, _ in self._slot_bodies for i in range(3)], dtype=np.intp)
+        self._slot_body_ids = np.array([body for _, body in self._slot_bodies], dtype=np.intp)
+        self._substeps = self.physics_steps_per_control
         self._target_body = m.body(scene.target_object).id
         self._goal_body = m.body(scene.goal_object).id if scene.goal_object else -1
         source = program if program is not None else family.program
@@ -247,32 +250,36 @@ class SimArm:
         Raises ValueError for a wrong shape or a non-finite value (nothing is applied then).
         """
         a = np.asarray(action, dtype=np.float64).reshape(-1)
-        if a.shape != (4,) or not np.all(np.isfinite(a)):
+        if a.shape != (4,) or not math.isfinite(a.sum()):
             raise ValueError(f"action must be 4 finite numbers (dx, dy, dz, gripper), got {action!r}")
         d = self.data
-        assert d is not None and self.model is not None
+        assert d is not None
         cfg = self.config
         delta = np.minimum(np.maximum(a[:3], -cfg.max_delta), cfg.max_delta)
         # Displacements accumulate on the previous command while the arm tracks it (so servo lag does not
         # shrink them), and restart from the measured tool point when it does not (contact, blocking).
         measured = d.site_xpos[self._tcp]
-        tracking = float(np.max(np.abs(self._cmd_tcp - measured))) < cfg.track_tolerance
-        base, q_start = (self._cmd_tcp, self._cmd_q) if tracking else (measured, d.qpos[self._ik.arm_q_slice])
+        if np.abs(self._cmd_tcp - measured).max() < cfg.track_tolerance:
+            base, q_start = self._cmd_tcp, self._cmd_q
+        else:
+            base, q_start = measured, d.qpos[self._ik.arm_q_slice]
         target = np.minimum(np.maximum(base + delta, self._ws_low), self._ws_high)
-        q = self.ik(target, q_start)
+        q = self._ik.solve(target, q_start)
         self._cmd_tcp, self._cmd_q = target, q
-        return self.step_joint_targets(q, float(a[3]))
+        return self._advance(q, float(a[3]))
 
     def step_joint_targets(self, q: np.ndarray, gripper: float) -> np.ndarray:
         """One control step toward joint targets ``q`` (7 arm joints, rad) with gripper command in [-1, 1]."""
-        d, m = self.data, self.model
-        assert d is not None and m is not None
         q = np.asarray(q, dtype=np.float64)
         if q.shape != (7,) or not np.all(np.isfinite(q)) or not math.isfinite(gripper):
             raise ValueError("joint targets must be 7 finite numbers and the gripper command finite")
-        d.ctrl[self._arm_act] = np.minimum(np.maximum(q, self._q_lo), self._q_hi)
+        return self._advance(np.minimum(np.maximum(q, self._q_lo), self._q_hi), gripper)
+
+    def _advance(self, q: np.ndarray, gripper: float) -> np.ndarray:
+        d = self.data
+        d.ctrl[self._arm_act] = q
         d.ctrl[self._hand_act] = 0.5 * (1.0 - min(max(gripper, -1.0), 1.0))
-        mujoco.mj_step(m, d, self.physics_steps_per_control)
+        mujoco.mj_step(self.model, d, self._substeps)
         self.steps += 1
         obs = self._observe()
         self._track_stage(obs)
@@ -287,8 +294,7 @@ class SimArm:
         obs[3:6] = (d.site_xpos[self._tcp] - obs[0:3]) * self.config.control_hz if self.steps else 0.0
         obs[0:3] = d.site_xpos[self._tcp]
         obs[6] = d.qpos[self._finger_q[0]] + d.qpos[self._finger_q[1]]
-        for base, body in self._slot_bodies:
-            obs[base:base + 3] = d.xpos[body]
+        obs[self._slot_index] = d.xpos[self._slot_body_ids].ravel()
         return obs.copy()
 
     def _track_stage(self, obs: np.ndarray) -> None:
