@@ -1,0 +1,102 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Expert demonstrations from the engine as a behaviour-cloning data set, split by episode.
+
+:func:`collect` runs ``coda_engine.sim.expert.collect_demonstrations`` per family, embeds each episode's
+instruction and normalises the actions; :meth:`DemoSet.split` holds out whole episodes for validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from coda_policy.model import action_targets
+
+
+@dataclass
+class DemoSet:
+    """Flattened demonstration steps; ``instr_index`` points into ``embeddings`` (one per episode)."""
+
+    obs: np.ndarray
+    """(N, obs_dim) float32 observations, each the one the expert acted in."""
+    actions: np.ndarray
+    """(N, 4) float32 normalised actions (``action_targets``)."""
+    episode: np.ndarray
+    """(N,) int64 episode index (global over families)."""
+    family: np.ndarray
+    """(N,) int64 index into ``families``."""
+    embeddings: np.ndarray
+    """(E, instruction_dim) float32 instruction embedding of each episode."""
+    instructions: list[str]
+    """The E instructions."""
+    families: tuple[str, ...]
+    """Family names."""
+
+    def __len__(self) -> int:
+        """Return the number of steps."""
+        return len(self.obs)
+
+    @property
+    def num_episodes(self) -> int:
+        """Number of episodes."""
+        return len(self.instructions)
+
+    def subset(self, episodes: np.ndarray) -> DemoSet:
+        """Return the steps of the given episode indices (episode numbering kept)."""
+        mask = np.isin(self.episode, episodes)
+        return DemoSet(self.obs[mask], self.actions[mask], self.episode[mask], self.family[mask],
+                       self.embeddings, self.instructions, self.families)
+
+    def split(self, val_fraction: float, rng: np.random.Generator) -> tuple[DemoSet, DemoSet]:
+        """(train, validation) holding out ``val_fraction`` of each family's episodes (at least one each)."""
+        train_eps, val_eps = [], []
+        for f in range(len(self.families)):
+            eps = np.unique(self.episode[self.family == f])
+            eps = eps[rng.permutation(len(eps))]
+            n_val = max(1, round(val_fraction * len(eps))) if len(eps) > 1 else 0
+            val_eps.append(eps[:n_val])
+            train_eps.append(eps[n_val:])
+        return self.subset(np.concatenate(train_eps)), self.subset(np.concatenate(val_eps))
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """``obs``, ``instr`` (per step), ``action``, ``family`` as tensors."""
+        return {"obs": torch.from_numpy(self.obs), "instr": torch.from_numpy(self.embeddings[self.episode]),
+                "action": torch.from_numpy(self.actions), "family": torch.from_numpy(self.family)}
+
+    def save(self, path: Path | str) -> None:
+        """Write to an ``.npz`` file."""
+        np.savez_compressed(path, obs=self.obs, actions=self.actions, episode=self.episode, family=self.family,
+                            embeddings=self.embeddings, instructions=np.asarray(self.instructions),
+                            families=np.asarray(self.families))
+
+    @classmethod
+    def load(cls, path: Path | str) -> DemoSet:
+        """Read a file written by :meth:`save`."""
+        with np.load(path, allow_pickle=False) as d:
+            return cls(d["obs"], d["actions"], d["episode"], d["family"], d["embeddings"],
+                       [str(s) for s in d["instructions"]], tuple(str(s) for s in d["families"]))
+
+
+def collect(families: tuple[str, ...], episodes: int, rng: np.random.Generator, split: str, embedder: object,
+            max_delta: float) -> DemoSet:
+    """``episodes`` successful expert episodes per family on ``split``, with embedded instructions."""
+    from coda_engine.sim.arm import SimArm
+    from coda_engine.sim.expert import collect_demonstrations
+    from coda_engine.sim.scene import SceneParams
+
+    arm = SimArm()
+    obs, acts, eps, fams, instructions = [], [], [], [], []
+    for f, family in enumerate(families):
+        data = collect_demonstrations(family, rng, SceneParams(split=split), episodes, arm=arm)
+        obs.append(data["observations"])
+        acts.append(action_targets(data["actions"], max_delta))
+        eps.append(data["episode"].astype(np.int64) + len(instructions))
+        fams.append(np.full(len(data["actions"]), f, dtype=np.int64))
+        instructions += [str(s) for s in data["instructions"]]
+    embeddings = embedder.embed(instructions)  # type: ignore[attr-defined]
+    return DemoSet(np.concatenate(obs).astype(np.float32), np.concatenate(acts), np.concatenate(eps),
+                   np.concatenate(fams), np.asarray(embeddings, dtype=np.float32), instructions, tuple(families))

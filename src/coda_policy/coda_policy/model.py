@@ -1,0 +1,197 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The language-conditioned actor-critic network and the policy object around it.
+
+:class:`CodaPolicyNet` (the bare ``nn.Module``) reads the flat observation through its layout: each present
+object slot becomes a token (position, position relative to the end effector, colour, shape one-hot, size),
+modulated by the instruction (FiLM), related to the others by self-attention without any slot-position
+encoding, and pooled by instruction-conditioned queries through masked cross-attention. Nothing depends on
+which slot holds which object, so permuting slots leaves the output unchanged; the instruction decides which
+object the queries attend to. Besides the pooled features, each query contributes the attention-weighted
+object position relative to the end effector (a differentiable "pointer" to the grounded object).
+
+Heads: a tanh-bounded action mean (dx, dy, dz normalised to [-1, 1], gripper in [-1, 1]), a state-independent
+log standard deviation for exploration, and one value per stage of the active potential program.
+
+:class:`CodaPolicy` is the small surface used by training and serving: ``reset``, ``select_action``,
+``forward(batch) -> (loss, info)`` (behaviour cloning).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from coda_policy.config import PolicyConfig
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+class _ObsIndex:
+    """Index tensors that cut the flat observation into proprioception, object slots and the stage."""
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        lay = cfg.layout
+
+        def cols(name: str) -> list[int]:
+            offset, length = lay[name]
+            return list(range(offset, offset + length))
+
+        self.proprio = torch.tensor(cols("ee_pos") + cols("ee_vel") + cols("gripper"))
+        self.ee_pos = torch.tensor(cols("ee_pos"))
+        slot = {name: torch.tensor([cols(f"obj{i}_{name}") for i in range(cfg.max_objects)])
+                for name in ("pos", "rgb", "shape", "size", "present")}
+        self.pos, self.rgb, self.size = slot["pos"], slot["rgb"], slot["size"]
+        self.shape, self.present = slot["shape"][:, 0], slot["present"][:, 0]
+        self.stage = lay["stage_index"][0]
+
+
+class CodaPolicyNet(nn.Module):
+    """Actor-critic over object tokens grounded by the instruction; see the module docstring."""
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        """Build the layers for ``cfg``."""
+        super().__init__()
+        self.cfg = cfg
+        self.index = _ObsIndex(cfg)
+        d = cfg.d_model
+        token_in = 3 + 3 + 3 + cfg.num_shapes + 3
+        self.token_mlp = nn.Sequential(nn.Linear(token_in, d), nn.GELU(), nn.Linear(d, d))
+        self.instr_proj = nn.Sequential(nn.Linear(cfg.instruction_dim, d), nn.GELU(), nn.Linear(d, d))
+        self.film = nn.Linear(d, 2 * d)
+        self.self_attn = nn.ModuleList(
+            nn.TransformerEncoderLayer(d, cfg.num_heads, dim_feedforward=2 * d, dropout=0.0, batch_first=True,
+                                       norm_first=True)
+            for _ in range(cfg.self_attention_layers))
+        self.queries = nn.Parameter(torch.randn(cfg.num_queries, d) * 0.1)
+        self.proprio_proj = nn.Linear(7 + cfg.num_stages + 1, d)
+        self.cross_attn = nn.MultiheadAttention(d, cfg.num_heads, batch_first=True)
+        feat = d + 7 + cfg.num_stages + 1 + cfg.num_queries * (d + 6)
+        h = cfg.hidden_dim
+        self.actor = nn.Sequential(nn.Linear(feat, h), nn.GELU(), nn.Linear(h, h), nn.GELU(),
+                                   nn.Linear(h, cfg.action_dim))
+        self.critic = nn.Sequential(nn.Linear(feat, h), nn.GELU(), nn.Linear(h, h), nn.GELU(),
+                                    nn.Linear(h, cfg.num_stages))
+        self.log_std = nn.Parameter(torch.full((cfg.action_dim,), float(cfg.init_log_std)))
+
+    def stage_of(self, obs: torch.Tensor) -> torch.Tensor:
+        """Stage index (B,) int64 read from the observation, clipped to ``[0, num_stages]``."""
+        return obs[:, self.index.stage].round().long().clamp(0, self.cfg.num_stages)
+
+    def features(self, obs: torch.Tensor, instr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Shared features (B, F) and the queries' attention over slots (B, num_queries, max_objects)."""
+        ix, cfg = self.index, self.cfg
+        ee = obs[:, ix.ee_pos]
+        pos = obs[:, ix.pos]  # (B, N, 3)
+        rel = pos - ee[:, None, :]
+        shape = nn.functional.one_hot(obs[:, ix.shape].round().long().clamp(0, cfg.num_shapes - 1),
+                                      cfg.num_shapes).to(obs.dtype)
+        tokens_in = torch.cat([pos, rel, obs[:, ix.rgb], shape, obs[:, ix.size]], dim=-1)
+        absent = obs[:, ix.present] < 0.5  # (B, N) True where the slot is empty
+        lang = self.instr_proj(instr)
+        gamma, beta = self.film(lang).chunk(2, dim=-1)
+        tokens = self.token_mlp(tokens_in) * (1.0 + gamma[:, None, :]) + beta[:, None, :]
+        for layer in self.self_attn:
+            tokens = layer(tokens, src_key_padding_mask=absent)
+        stage = nn.functional.one_hot(self.stage_of(obs), cfg.num_stages + 1).to(obs.dtype)
+        proprio = torch.cat([obs[:, ix.proprio], stage], dim=-1)
+        query = self.queries[None] + (lang + self.proprio_proj(proprio))[:, None, :]
+        pooled, weights = self.cross_attn(query, tokens, tokens, key_padding_mask=absent, need_weights=True)
+        pointer = torch.cat([weights @ rel, weights @ pos], dim=-1)  # (B, Q, 6)
+        feat = torch.cat([lang, proprio, pooled.flatten(1), pointer.flatten(1)], dim=-1)
+        return feat, weights
+
+    def forward(self, obs: torch.Tensor, instr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return the action mean (B, action_dim) in [-1, 1] and per-stage values (B, num_stages)."""
+        feat, _ = self.features(obs, instr)
+        return torch.tanh(self.actor(feat)), self.critic(feat)
+
+    def stage_value(self, values: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """Pick each row's value head by the observation's stage (past the last stage: the last head)."""
+        head = self.stage_of(obs).clamp(max=self.cfg.num_stages - 1)
+        return values.gather(1, head[:, None])[:, 0]
+
+    def log_prob(self, mean: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Diagonal Gaussian log density of ``actions`` (B, A) around ``mean`` with the learnt std."""
+        log_std = self.log_std.expand_as(mean)
+        z = (actions - mean) / log_std.exp()
+        return (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy of the Gaussian action noise (a scalar: it does not depend on the state)."""
+        return (self.log_std + 0.5 * (1.0 + LOG_2PI)).sum()
+
+
+def action_targets(actions_m: np.ndarray, max_delta: float) -> np.ndarray:
+    """Expert actions ``(dx, dy, dz) m, gripper`` -> the network's normalised targets in [-1, 1]."""
+    out = np.asarray(actions_m, dtype=np.float32).copy()
+    out[..., :3] /= max_delta
+    return np.clip(out, -1.0, 1.0)
+
+
+def to_metres(action: np.ndarray, max_delta: float) -> np.ndarray:
+    """Normalised action -> ``(dx, dy, dz)`` m and gripper, clipped to the bounds."""
+    out = np.clip(np.asarray(action, dtype=np.float32), -1.0, 1.0).copy()
+    out[..., :3] *= max_delta
+    return out
+
+
+class CodaPolicy:
+    """The policy surface: ``reset``, ``select_action``, ``forward(batch) -> (loss, info)``.
+
+    ``select_action`` needs the instruction embedding of the episode, given to :meth:`reset` (an embedding
+    vector, so this class never loads the text model itself).
+    """
+
+    def __init__(self, net: CodaPolicyNet) -> None:
+        """Wrap ``net``."""
+        self.net = net
+        self.cfg = net.cfg
+        self._instr: torch.Tensor | None = None
+
+    def reset(self, instruction_embedding: np.ndarray) -> None:
+        """Start an episode whose instruction has this embedding (instruction_dim,) or (N, instruction_dim)."""
+        emb = np.asarray(instruction_embedding, dtype=np.float32)
+        if emb.shape[-1] != self.cfg.instruction_dim:
+            raise ValueError(f"instruction embedding has length {emb.shape[-1]}, expected {self.cfg.instruction_dim}")
+        self._instr = torch.from_numpy(emb.reshape(-1, self.cfg.instruction_dim).copy())
+
+    @torch.no_grad()
+    def select_action(self, obs: np.ndarray, generator: torch.Generator | None = None) -> np.ndarray:
+        """Action(s) for observation(s) (obs_dim,) or (N, obs_dim): the mean, or a sample with ``generator``.
+
+        Returns normalised actions in [-1, 1] with the same leading shape as ``obs``.
+        """
+        if self._instr is None:
+            raise RuntimeError("call reset(instruction_embedding) before select_action")
+        x = torch.from_numpy(np.asarray(obs, dtype=np.float32).reshape(-1, self.cfg.obs_dim))
+        instr = self._instr.expand(x.shape[0], -1) if self._instr.shape[0] == 1 else self._instr
+        mean, _ = self.net(x, instr)
+        if generator is not None:
+            noise = torch.randn(mean.shape, generator=generator)
+            mean = (mean + noise * self.net.log_std.exp()).clamp(-1.0, 1.0)
+        out = mean.numpy()
+        return out[0] if np.ndim(obs) == 1 else out
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Behaviour-cloning loss on ``batch`` (``obs``, ``instr``, ``action`` normalised); info has the parts.
+
+        The loss is the mean squared error of the action mean, with the gripper term weighted like one axis.
+        """
+        mean, _ = self.net(batch["obs"], batch["instr"])
+        err = (mean - batch["action"]).pow(2)
+        loss = err.mean()
+        return loss, {"bc_loss": float(loss.detach()), "mse_xyz": float(err[:, :3].mean().detach()),
+                      "mse_gripper": float(err[:, 3].mean().detach())}
+
+    def parameters_count(self) -> int:
+        """Return the number of trainable parameters."""
+        return sum(p.numel() for p in self.net.parameters() if p.requires_grad)
+
+    def state(self) -> dict[str, Any]:
+        """Short description for logs."""
+        return {"parameters": self.parameters_count(), "num_stages": self.cfg.num_stages}

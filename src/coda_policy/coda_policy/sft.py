@@ -1,0 +1,227 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Supervised fine-tuning (behaviour cloning) on the engine's expert demonstrations.
+
+``train_sft(cfg)``: collect (or load) demonstrations, hold out whole episodes for validation, minimise the
+action MSE with AdamW and a cosine schedule, log to ``<output_dir>/<version_id>/metrics.jsonl``, measure the
+success rate per family on new scenes of the split and save the checkpoint in the same folder.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from coda_policy.checkpoint import make_version_id, save_checkpoint
+from coda_policy.config import PolicyConfig
+from coda_policy.data import DemoSet, collect
+from coda_policy.evaluation import success_rates
+from coda_policy.metrics import MetricsLog
+from coda_policy.model import CodaPolicy, CodaPolicyNet
+
+FAMILIES = ("reach", "pick_place", "push", "stack")
+
+
+@dataclass
+class SFTConfig:
+    """Behaviour-cloning settings."""
+
+    families: tuple[str, ...] = FAMILIES
+    """Task families whose expert demonstrations are used (and evaluated)."""
+    episodes_per_family: int = 100
+    """Successful expert episodes collected per family."""
+    split: str = "id"
+    """Engine split the demonstration and evaluation scenes are generated from."""
+    val_fraction: float = 0.1
+    """Fraction of each family's episodes held out for validation (whole episodes)."""
+    steps: int = 3000
+    """Gradient steps."""
+    batch_size: int = 256
+    """Steps per minibatch."""
+    lr: float = 1e-3
+    """Peak learning rate (AdamW, cosine decay to 5% of it)."""
+    weight_decay: float = 1e-4
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Gradient norm clip."""
+    eval_every: int = 250
+    """Validation loss every this many steps (and at the end)."""
+    eval_episodes: int = 20
+    """Episodes per family for the final success-rate measurement (0 skips it)."""
+    seed: int = 0
+    """Seeds demonstrations, the split, initialisation, batching and evaluation scenes."""
+    output_dir: Path = Path("runs/policy")
+    """Checkpoint root: the checkpoint goes to ``output_dir / version_id``."""
+    version_id: str = ""
+    """Version id of the checkpoint; empty derives ``sft-<hash of this config>``."""
+    demos_file: str = ""
+    """Optional ``.npz`` cache of the demonstrations: loaded if it exists, written after collecting otherwise."""
+    num_threads: int = 2
+    """torch intra-op threads."""
+    progress: bool = True
+    """Show a progress bar."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Network shape."""
+
+    def __post_init__(self) -> None:
+        """Check the fields; errors name the field."""
+        from coda_engine.sim.families import FAMILIES as KNOWN
+
+        self.families = tuple(self.families)
+        self.output_dir = Path(self.output_dir)
+        errors = []
+        if not self.families or any(f not in KNOWN for f in self.families):
+            errors.append(f"SFTConfig.families={self.families} must be a non-empty subset of {sorted(KNOWN)}")
+        for name in ("episodes_per_family", "steps", "batch_size", "eval_every", "num_threads"):
+            if getattr(self, name) < 1:
+                errors.append(f"SFTConfig.{name}={getattr(self, name)} must be >= 1")
+        if self.episodes_per_family < 2:
+            errors.append(f"SFTConfig.episodes_per_family={self.episodes_per_family} must be >= 2 (one is held out)")
+        if not 0.0 < self.val_fraction < 1.0:
+            errors.append(f"SFTConfig.val_fraction={self.val_fraction} must be in (0, 1)")
+        if not 0.0 < self.lr < 1.0:
+            errors.append(f"SFTConfig.lr={self.lr} must be in (0, 1)")
+        if self.weight_decay < 0 or self.grad_clip <= 0:
+            errors.append(f"SFTConfig.weight_decay={self.weight_decay} must be >= 0 and grad_clip={self.grad_clip} > 0")
+        if self.eval_episodes < 0:
+            errors.append(f"SFTConfig.eval_episodes={self.eval_episodes} must be >= 0")
+        if errors:
+            raise ValueError("; ".join(errors))
+        if not self.version_id:
+            self.version_id = make_version_id("sft", self.to_dict(with_version=False))
+
+    def to_dict(self, with_version: bool = True) -> dict[str, Any]:
+        """JSON-friendly dict of the settings."""
+        data = asdict(self)
+        data["policy"] = self.policy.to_dict()
+        data["output_dir"] = str(self.output_dir)
+        data.pop("progress")
+        if not with_version:
+            data.pop("version_id")
+            data.pop("output_dir")
+        return data
+
+
+@dataclass
+class SFTResult:
+    """What a run produced."""
+
+    folder: Path
+    """Checkpoint folder."""
+    version_id: str
+    """Its version id."""
+    train_loss: float
+    """Mean training loss over the last ``eval_every`` steps."""
+    val_loss: float
+    """Final validation loss."""
+    first_val_loss: float
+    """Validation loss before the first step."""
+    success: dict[str, float]
+    """Success rate per family (empty if not measured)."""
+    seconds: float
+    """Wall time."""
+
+
+def load_or_collect(cfg: SFTConfig, embedder: object, rng: np.random.Generator) -> DemoSet:
+    """Demonstrations of ``cfg`` from ``cfg.demos_file`` if it exists, else newly collected (and cached)."""
+    path = Path(cfg.demos_file) if cfg.demos_file else None
+    if path is not None and path.is_file():
+        demos = DemoSet.load(path)
+        if demos.families != cfg.families:
+            raise ValueError(f"{path} holds families {demos.families}, the config asks for {cfg.families}")
+        return demos
+    demos = collect(cfg.families, cfg.episodes_per_family, rng, cfg.split, embedder, cfg.policy.max_delta)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        demos.save(path)
+    return demos
+
+
+def build_policy(cfg: PolicyConfig, seed: int) -> CodaPolicy:
+    """Return a freshly initialised policy; initialisation depends only on ``seed``."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return CodaPolicy(CodaPolicyNet(cfg))
+
+
+@torch.no_grad()
+def validation_loss(policy: CodaPolicy, data: dict[str, torch.Tensor], batch_size: int = 4096) -> float:
+    """Mean behaviour-cloning loss over a whole data set (eval mode)."""
+    was_training = policy.net.training
+    policy.net.eval()
+    n = len(data["obs"])
+    total = 0.0
+    for start in range(0, n, batch_size):
+        part = {k: v[start:start + batch_size] for k, v in data.items()}
+        loss, _ = policy.forward(part)
+        total += float(loss) * len(part["obs"])
+    policy.net.train(was_training)
+    return total / max(n, 1)
+
+
+def sft_step(policy: CodaPolicy, optimizer: torch.optim.Optimizer, batch: dict[str, torch.Tensor],
+             grad_clip: float) -> dict[str, float]:
+    """One behaviour-cloning update: loss, backward, clip, step. Returns the loss parts."""
+    loss, info = policy.forward(batch)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    info["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.net.parameters(), grad_clip))
+    optimizer.step()
+    return info
+
+
+def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | None = None) -> SFTResult:
+    """Run behaviour cloning as configured; see the module docstring."""
+    start = time.time()
+    torch.set_num_threads(cfg.num_threads)
+    if embedder is None:
+        from coda_policy.serving import embedder as shared_embedder
+
+        embedder = shared_embedder()
+    demo_rng, split_rng, eval_rng = (np.random.default_rng([cfg.seed, k]) for k in range(3))
+    demos = demos if demos is not None else load_or_collect(cfg, embedder, demo_rng)
+    train_set, val_set = demos.split(cfg.val_fraction, split_rng)
+    train, val = train_set.tensors(), val_set.tensors()
+    policy = build_policy(cfg.policy, cfg.seed)
+    policy.net.train()
+    optimizer = torch.optim.AdamW(policy.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.05 + 0.95 * 0.5 * (1.0 + np.cos(np.pi * min(s / cfg.steps, 1.0))))
+    folder = cfg.output_dir / cfg.version_id
+    log = MetricsLog(folder / "metrics.jsonl")
+    log.write("config", **cfg.to_dict(), train_steps=len(train_set), val_steps=len(val_set),
+              train_episodes=len(np.unique(train_set.episode)), val_episodes=len(np.unique(val_set.episode)))
+    gen = torch.Generator().manual_seed(cfg.seed)
+    first_val = val_loss = validation_loss(policy, val)
+    log.write("val", step=0, val_loss=val_loss)
+    recent: list[float] = []
+    bar = tqdm(range(1, cfg.steps + 1), desc=f"sft {cfg.version_id}", disable=not cfg.progress, dynamic_ncols=True)
+    n = len(train["obs"])
+    for step in bar:
+        idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=gen)
+        info = sft_step(policy, optimizer, {k: v[idx] for k, v in train.items()}, cfg.grad_clip)
+        schedule.step()
+        recent = [*recent[-(cfg.eval_every - 1):], info["bc_loss"]]
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            val_loss = validation_loss(policy, val)
+            log.write("train", step=step, lr=schedule.get_last_lr()[0], train_loss=float(np.mean(recent)), **info)
+            log.write("val", step=step, val_loss=val_loss)
+            bar.set_postfix(loss=f"{np.mean(recent):.4f}", val=f"{val_loss:.4f}")
+    success: dict[str, float] = {}
+    if cfg.eval_episodes:
+        success = success_rates(policy.net, cfg.families, cfg.eval_episodes, eval_rng, cfg.split, embedder)
+        log.write("success", split=cfg.split, episodes=cfg.eval_episodes, **success)
+    meta = {"trainer": "sft", "sft": cfg.to_dict(), "val_loss": val_loss, "success": success,
+            "train_episodes": len(np.unique(train_set.episode))}
+    policy.net.eval()
+    save_checkpoint(folder, policy.net, cfg.version_id, meta)
+    seconds = time.time() - start
+    log.write("done", seconds=seconds, val_loss=val_loss, success=success)
+    log.close()
+    return SFTResult(folder, cfg.version_id, float(np.mean(recent)), val_loss, first_val, success, seconds)
