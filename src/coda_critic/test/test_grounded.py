@@ -1,0 +1,141 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Diagnosis data type and the grounded critic on real simulated episodes."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from coda_critic.diagnosis import (
+    CONDITION_KEYS,
+    MODES,
+    Condition,
+    CriticInputError,
+    Diagnosis,
+    check_episodes,
+    position_region,
+    stage_names,
+)
+from coda_critic.grounded import GroundedConfig, GroundedCritic
+
+EXPECTED = {
+    ("pick_place", "expert"): ("success", None),
+    ("reach", "wander"): ("never_approached", "align"),
+    ("reach", "wrong_object"): ("wrong_object", "align"),
+    ("pick_place", "offset_grasp"): ("missed_grasp", None),
+    ("pick_place", "drop"): ("dropped", None),
+    ("pick_place", "wrong_place"): ("misplaced", "place"),
+    ("stack", "sweep"): ("knocked_over", "reach"),
+    ("stack", "slow"): ("timed_out", None),
+    ("stack", "drop"): ("dropped", None),
+    ("push", "wander"): ("never_approached", "approach"),
+}
+
+
+def _diagnosis(**overrides):
+    fields = dict(diagnosis_id="d1", episode_ids=["e1"], scene_id="s1", family="stack", failure_mode="dropped",
+                  failed_stage=2, failed_stage_name="lift", target_object="red_cube",
+                  conditions=[Condition("position_region", "left_far")], text="Dropped the target", confidence=0.5,
+                  critic_backend="learned", critic_version="v3", stamp_sec=7, stamp_nanosec=9)
+    fields.update(overrides)
+    return Diagnosis(**fields)
+
+
+def test_diagnosis_round_trips_through_dict_and_message():
+    d = _diagnosis()
+    assert Diagnosis.from_dict(d.to_dict()) == d
+    from coda_engine.ros.convert import dict_to_msg, msg_to_dict
+    from coda_msgs.msg import Diagnosis as DiagnosisMsg
+
+    msg = dict_to_msg(DiagnosisMsg, d.to_dict())
+    assert msg.failure_mode == DiagnosisMsg.MODE_DROPPED and msg.conditions[0].value == "left_far"
+    assert Diagnosis.from_dict(msg_to_dict(msg)) == d
+    # The vocabulary is the message's.
+    assert set(MODES) == {getattr(DiagnosisMsg, n) for n in dir(DiagnosisMsg) if n.startswith("MODE_")}
+
+
+@pytest.mark.parametrize(("overrides", "field"), [
+    ({"failure_mode": "exploded"}, "failure_mode"),
+    ({"episode_ids": []}, "episode_ids"),
+    ({"confidence": 1.5}, "confidence"),
+    ({"failure_mode": "success"}, "failed_stage"),
+    ({"conditions": [Condition("weather", "rain")]}, "condition keys"),
+    ({"critic_backend": "oracle"}, "critic_backend"),
+])
+def test_diagnosis_rejects_bad_fields(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        _diagnosis(**overrides)
+
+
+def test_grounded_labels_real_episodes(episodes):
+    critic = GroundedCritic()
+    keys = list(EXPECTED)
+    diagnoses = critic.diagnose([episodes[k] for k in keys])
+    for key, d in zip(keys, diagnoses, strict=True):
+        mode, stage = EXPECTED[key]
+        ep = episodes[key]
+        assert d.failure_mode == mode, (key, d.text)
+        assert d.episode_ids == [ep.episode_id] and d.scene_id == ep.scene.scene_id and d.family == key[0]
+        assert d.critic_backend == "grounded" and d.confidence == 1.0 and d.critic_version == ""
+        assert [c.key for c in d.conditions] == list(CONDITION_KEYS)
+        assert d.target_object == ep.scene.target_object and ep.scene.target_object in d.text
+        if mode == "success":
+            assert d.failed_stage == -1 and d.failed_stage_name == ""
+            continue
+        names = stage_names(key[0])
+        assert d.failed_stage_name == names[d.failed_stage]
+        assert f"The {d.failed_stage_name} stage (stage {d.failed_stage + 1} of {len(names)})" in d.text
+        # The failed stage is the first stage the episode did not complete.
+        assert d.failed_stage == min(ep.samples[-1]["stage"], len(names) - 1)
+        if stage is not None:
+            assert d.failed_stage_name == stage, (key, d.text)
+    # Dropped in the air, before the place stage completed; misplaced after carrying.
+    by_key = dict(zip(keys, diagnoses, strict=True))
+    assert by_key[("pick_place", "drop")].failed_stage >= 1
+    assert "lost it in the air" in by_key[("pick_place", "drop")].text
+    assert "wrong object" in by_key[("reach", "wrong_object")].text.lower()
+
+
+def test_thresholds_change_labels(episodes):
+    # A looser approach margin turns "never approached" into an approach (the definitions are the thresholds).
+    ep = episodes[("reach", "wander")]
+    assert GroundedCritic().diagnose([ep])[0].failure_mode == "never_approached"
+    loose = GroundedCritic(GroundedConfig(approach_margin=1.0))
+    assert loose.diagnose([ep])[0].failure_mode != "never_approached"
+    with pytest.raises(ValueError, match="approach_margin"):
+        GroundedConfig(approach_margin=0.0)
+
+
+def test_position_regions():
+    assert position_region(0.6, 0.15) == "left_far"
+    assert position_region(0.4, -0.1) == "right_near"
+    assert position_region(0.45, 0.0) == "center_near"
+
+
+def test_bad_input_names_the_problem(episodes):
+    ep = episodes[("reach", "wander")]
+    critic = GroundedCritic()
+    with pytest.raises(CriticInputError, match="duplicate episode_id"):
+        critic.diagnose([ep, ep])
+    no_frames = dataclasses.replace(ep, keyframes=[], keyframe_steps=[])
+    with pytest.raises(CriticInputError, match="empty keyframes"):
+        check_episodes([no_frames], need_keyframes=True)
+    mismatched = dataclasses.replace(ep, keyframe_steps=ep.keyframe_steps[:-1])
+    with pytest.raises(CriticInputError, match="mismatched"):
+        critic.diagnose([mismatched])
+    gray = dataclasses.replace(ep, keyframes=[np.zeros((32, 32), np.uint8)] * len(ep.keyframes))
+    with pytest.raises(CriticInputError, match="HxWx3 uint8"):
+        check_episodes([gray], need_keyframes=True)
+    real_arm = dataclasses.replace(ep, samples=[{**s, "objects": []} for s in ep.samples])
+    with pytest.raises(CriticInputError, match="no privileged object states"):
+        critic.diagnose([real_arm])
+    other = episodes[("stack", "sweep")]
+    wrong_scene = dataclasses.replace(ep, samples=other.samples)
+    with pytest.raises(CriticInputError, match="do not match the objects"):
+        critic.diagnose([wrong_scene])
+    no_target = dataclasses.replace(ep, scene=dataclasses.replace(ep.scene, target_object="ghost"))
+    with pytest.raises(CriticInputError, match="ghost"):
+        critic.diagnose([no_target])
+    with pytest.raises(CriticInputError, match="empty trajectory"):
+        critic.diagnose([dataclasses.replace(ep, samples=[])])
