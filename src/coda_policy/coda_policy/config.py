@@ -59,6 +59,8 @@ class PolicyConfig:
     """Width of the actor and critic MLPs."""
     num_stages: int = 4
     """Value heads: one per stage of the active potential program (a stage index past the last uses the last)."""
+    max_stages: int = 8
+    """Stage indices given to the network as input: one-hot of ``min(stage, max_stages)``."""
     action_dim: int = 4
     """Action length: (dx, dy, dz) normalised to [-1, 1] and the gripper command in [-1, 1]."""
     max_delta: float = 0.05
@@ -73,7 +75,7 @@ class PolicyConfig:
         self.layout = {str(k): (int(v[0]), int(v[1])) for k, v in self.layout.items()}
         errors = []
         positive = ("max_objects", "instruction_dim", "num_shapes", "d_model", "num_heads", "num_queries",
-                    "hidden_dim", "num_stages", "action_dim")
+                    "hidden_dim", "num_stages", "max_stages", "action_dim")
         errors += [f"PolicyConfig.{n}={getattr(self, n)} must be >= 1" for n in positive if getattr(self, n) < 1]
         if self.self_attention_layers < 0:
             errors.append(f"PolicyConfig.self_attention_layers={self.self_attention_layers} must be >= 0")
@@ -81,6 +83,8 @@ class PolicyConfig:
             errors.append(f"PolicyConfig.num_heads={self.num_heads} must divide d_model={self.d_model}")
         if self.action_dim != 4:
             errors.append(f"PolicyConfig.action_dim={self.action_dim} must be 4 (dx, dy, dz, gripper)")
+        if self.num_stages > self.max_stages:
+            errors.append(f"PolicyConfig.num_stages={self.num_stages} must be <= max_stages={self.max_stages}")
         if not 0.0 < self.max_delta <= 0.2:
             errors.append(f"PolicyConfig.max_delta={self.max_delta} must be in (0, 0.2] m")
         if not -5.0 <= self.init_log_std <= 1.0:

@@ -68,9 +68,9 @@ class CodaPolicyNet(nn.Module):
                                        norm_first=True)
             for _ in range(cfg.self_attention_layers))
         self.queries = nn.Parameter(torch.randn(cfg.num_queries, d) * 0.1)
-        self.proprio_proj = nn.Linear(7 + cfg.num_stages + 1, d)
+        self.proprio_proj = nn.Linear(7 + cfg.max_stages + 1, d)
         self.cross_attn = nn.MultiheadAttention(d, cfg.num_heads, batch_first=True)
-        feat = d + 7 + cfg.num_stages + 1 + cfg.num_queries * (d + 6)
+        feat = d + 7 + cfg.max_stages + 1 + cfg.num_queries * (d + 6)
         h = cfg.hidden_dim
         self.actor = nn.Sequential(nn.Linear(feat, h), nn.GELU(), nn.Linear(h, h), nn.GELU(),
                                    nn.Linear(h, cfg.action_dim))
@@ -79,8 +79,8 @@ class CodaPolicyNet(nn.Module):
         self.log_std = nn.Parameter(torch.full((cfg.action_dim,), float(cfg.init_log_std)))
 
     def stage_of(self, obs: torch.Tensor) -> torch.Tensor:
-        """Stage index (B,) int64 read from the observation, clipped to ``[0, num_stages]``."""
-        return obs[:, self.index.stage].round().long().clamp(0, self.cfg.num_stages)
+        """Stage index (B,) int64 read from the observation, clipped to ``[0, max_stages]``."""
+        return obs[:, self.index.stage].round().long().clamp(0, self.cfg.max_stages)
 
     def features(self, obs: torch.Tensor, instr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Shared features (B, F) and the queries' attention over slots (B, num_queries, max_objects)."""
@@ -97,7 +97,7 @@ class CodaPolicyNet(nn.Module):
         tokens = self.token_mlp(tokens_in) * (1.0 + gamma[:, None, :]) + beta[:, None, :]
         for layer in self.self_attn:
             tokens = layer(tokens, src_key_padding_mask=absent)
-        stage = nn.functional.one_hot(self.stage_of(obs), cfg.num_stages + 1).to(obs.dtype)
+        stage = nn.functional.one_hot(self.stage_of(obs), cfg.max_stages + 1).to(obs.dtype)
         proprio = torch.cat([obs[:, ix.proprio], stage], dim=-1)
         query = self.queries[None] + (lang + self.proprio_proj(proprio))[:, None, :]
         pooled, weights = self.cross_attn(query, tokens, tokens, key_padding_mask=absent, need_weights=True)
@@ -110,10 +110,30 @@ class CodaPolicyNet(nn.Module):
         feat, _ = self.features(obs, instr)
         return torch.tanh(self.actor(feat)), self.critic(feat)
 
+    def value_head(self, obs: torch.Tensor) -> torch.Tensor:
+        """Value head (B,) int64 of each observation: its stage index, past the last stage the last head."""
+        return self.stage_of(obs).clamp(max=self.cfg.num_stages - 1)
+
     def stage_value(self, values: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
-        """Pick each row's value head by the observation's stage (past the last stage: the last head)."""
-        head = self.stage_of(obs).clamp(max=self.cfg.num_stages - 1)
-        return values.gather(1, head[:, None])[:, 0]
+        """Pick each row's value from the head of its observation's stage (:meth:`value_head`)."""
+        return values.gather(1, self.value_head(obs)[:, None])[:, 0]
+
+    def set_num_stages(self, num_stages: int) -> None:
+        """Give the critic one value head per stage of a program with ``num_stages`` stages.
+
+        Heads present before keep their weights; new heads start as copies of the last existing one.
+        """
+        if not 1 <= num_stages <= self.cfg.max_stages:
+            raise ValueError(f"num_stages={num_stages} must be in [1, max_stages={self.cfg.max_stages}]")
+        old = self.critic[-1]
+        assert isinstance(old, nn.Linear)
+        new = nn.Linear(old.in_features, num_stages)
+        with torch.no_grad():
+            rows = torch.arange(num_stages).clamp(max=old.out_features - 1)
+            new.weight.copy_(old.weight[rows])
+            new.bias.copy_(old.bias[rows])
+        self.critic[-1] = new
+        self.cfg.num_stages = num_stages
 
     def log_prob(self, mean: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Diagonal Gaussian log density of ``actions`` (B, A) around ``mean`` with the learnt std."""

@@ -1,0 +1,394 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""RL fine-tuning: PPO on batched simulated rollouts with rewards shaped by the active staged potential program.
+
+One iteration of :func:`train_rl`:
+
+1. :meth:`Rollouts.collect` steps ``n_envs`` simulated arms for ``n_steps`` control steps with actions sampled
+   from the policy. Each step's sparse reward (1 on success) is shaped with the program's potential by
+   ``coda_core_cpp.shape_rewards`` (``r + gamma * phi' * (1 - terminated) - phi``; a successful, terminal state
+   has potential 0). A time-limit truncation is not a termination: its reward gets ``gamma * V(final_obs)``
+   added (bootstrapping). Transitions go to a ``coda_core_cpp.RolloutBuffer`` whose observation rows are the
+   observation followed by the instruction embedding; the buffer's ``stages`` hold each transition's value head.
+2. ``RolloutBuffer.compute_gae`` gives advantages and returns; each return is the target of the value head of
+   the stage its transition was in (staged value learning).
+3. :func:`ppo_update` runs clipped-ratio PPO epochs over the buffer's seeded minibatches.
+
+Everything random is seeded from ``RLConfig.seed`` (scene generation per env, action noise, minibatch order),
+so a run is reproducible. A run resumes from its own folder (``trainer_state.pt``: optimiser, counters, noise
+generator) or starts from another checkpoint (``init_from``, e.g. an SFT version).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from coda_core_cpp import PotentialProgram, RolloutBuffer, shape_rewards
+from coda_policy.checkpoint import load_policy, load_trainer_state, make_version_id, save_checkpoint
+from coda_policy.config import PolicyConfig
+from coda_policy.evaluation import success_rates
+from coda_policy.metrics import MetricsLog
+from coda_policy.model import CodaPolicyNet
+from coda_policy.sft import build_policy
+
+
+@dataclass
+class RLConfig:
+    """PPO settings."""
+
+    family: str = "reach"
+    """Task family the environments generate scenes of."""
+    program: str = ""
+    """Source of the active staged potential program; empty uses the family's default program."""
+    shaping: bool = True
+    """Shape rewards with the program's potential; False trains on the sparse success reward alone."""
+    split: str = "id"
+    """Engine split the scenes are generated from."""
+    n_envs: int = 8
+    """Simulated arms stepped together."""
+    n_steps: int = 64
+    """Control steps per env per rollout (the buffer holds ``n_envs * n_steps`` transitions)."""
+    total_env_steps: int = 20_000
+    """Stop after this many environment steps (rounded up to whole rollouts)."""
+    epochs: int = 4
+    """PPO epochs per rollout."""
+    batch_size: int = 128
+    """Transitions per minibatch."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount (also used for the potential shaping)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_range: float = 0.2
+    """PPO ratio clip."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    ent_coef: float = 0.0
+    """Weight of the entropy bonus."""
+    max_grad_norm: float = 0.5
+    """Gradient norm clip."""
+    init_from: str = ""
+    """Checkpoint folder to start from (e.g. an SFT version); empty starts from a fresh network (``policy``)."""
+    resume: bool = True
+    """Continue from ``output_dir / version_id`` when it holds a trainer state."""
+    checkpoint_every: int = 10
+    """Save the checkpoint (and trainer state) every this many rollouts, and at the end."""
+    eval_episodes: int = 0
+    """Episodes for the final deterministic success-rate measurement (0 skips it)."""
+    seed: int = 0
+    """Seeds scenes, action noise, minibatch order and a fresh network's initialisation."""
+    output_dir: Path = Path("runs/policy")
+    """Checkpoint root: the run's folder is ``output_dir / version_id``."""
+    version_id: str = ""
+    """Version id of the result; empty derives ``rl-<hash of this config>``."""
+    num_threads: int = 2
+    """torch intra-op threads."""
+    progress: bool = True
+    """Show a progress bar."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Network shape when starting fresh (ignored with ``init_from``)."""
+
+    def __post_init__(self) -> None:
+        """Check the fields; errors name the field."""
+        from coda_engine.sim.families import FAMILIES
+
+        self.output_dir = Path(self.output_dir)
+        errors = []
+        if self.family not in FAMILIES:
+            errors.append(f"RLConfig.family={self.family!r} must be one of {sorted(FAMILIES)}")
+        for name in ("n_envs", "n_steps", "total_env_steps", "epochs", "batch_size", "checkpoint_every",
+                     "num_threads"):
+            if getattr(self, name) < 1:
+                errors.append(f"RLConfig.{name}={getattr(self, name)} must be >= 1")
+        for name in ("gamma", "gae_lambda"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                errors.append(f"RLConfig.{name}={getattr(self, name)} must be in (0, 1]")
+        if not 0.0 < self.lr < 1.0:
+            errors.append(f"RLConfig.lr={self.lr} must be in (0, 1)")
+        if not 0.0 < self.clip_range < 1.0:
+            errors.append(f"RLConfig.clip_range={self.clip_range} must be in (0, 1)")
+        for name in ("vf_coef", "ent_coef", "eval_episodes"):
+            if getattr(self, name) < 0:
+                errors.append(f"RLConfig.{name}={getattr(self, name)} must be >= 0")
+        if self.max_grad_norm <= 0:
+            errors.append(f"RLConfig.max_grad_norm={self.max_grad_norm} must be > 0")
+        if self.init_from and not (Path(self.init_from) / "config.json").is_file():
+            errors.append(f"RLConfig.init_from={self.init_from!r} is not a checkpoint folder")
+        if errors:
+            raise ValueError("; ".join(errors))
+        if not self.version_id:
+            self.version_id = make_version_id("rl", self.to_dict(with_version=False))
+
+    def to_dict(self, with_version: bool = True) -> dict[str, Any]:
+        """JSON-friendly dict of the settings."""
+        data = asdict(self)
+        data["policy"] = self.policy.to_dict()
+        data["output_dir"] = str(self.output_dir)
+        data.pop("progress")
+        if not with_version:
+            data.pop("version_id")
+            data.pop("output_dir")
+        return data
+
+    @property
+    def program_source(self) -> str:
+        """The active program's source (the family default when ``program`` is empty)."""
+        if self.program:
+            return self.program
+        from coda_engine.sim.families import get_family
+
+        return get_family(self.family).program
+
+
+class Rollouts:
+    """``n_envs`` simulated arms, their current observations, potentials and episode statistics."""
+
+    def __init__(self, cfg: RLConfig, embedder: object, rng: np.random.Generator) -> None:
+        """Create the environments and reset each with a seed drawn from ``rng``."""
+        from coda_engine.sim.env import CodaSimEnv
+        from coda_engine.sim.scene import SceneParams
+
+        self.cfg, self.embedder = cfg, embedder
+        self.envs = [CodaSimEnv(cfg.family, SceneParams(split=cfg.split), program=cfg.program or None)
+                     for _ in range(cfg.n_envs)]
+        n = cfg.n_envs
+        self.obs = np.zeros((n, self.envs[0].observation_space.shape[0]), dtype=np.float32)
+        self.instr = np.zeros((n, 384), dtype=np.float32)
+        self.phi = np.zeros(n, dtype=np.float32)
+        self.episode_start = np.ones(n, dtype=np.float32)
+        self.ep_return = np.zeros(n)
+        self.ep_shaped = np.zeros(n)
+        self.ep_len = np.zeros(n, dtype=np.int64)
+        self.finished: list[dict[str, float]] = []
+        for i, seed in enumerate(rng.integers(0, 2**31 - 1, n)):
+            self._reset(i, int(seed))
+
+    def _reset(self, i: int, seed: int | None = None) -> None:
+        obs, info = self.envs[i].reset(seed=seed)
+        self.obs[i] = obs
+        self.instr[i] = self.embedder.embed_one(info["instruction"])  # type: ignore[attr-defined]
+        self.phi[i] = info["phi"]
+        self.ep_return[i] = self.ep_shaped[i] = self.ep_len[i] = 0
+
+    @torch.no_grad()
+    def collect(self, net: CodaPolicyNet, buffer: RolloutBuffer, generator: torch.Generator) -> np.ndarray:
+        """Fill ``buffer`` with ``n_steps`` steps of every env; return the values of the observations after them.
+
+        The returned bootstrap values are those of the current (not yet acted on) observations; together with
+        ``self.episode_start`` they are the ``last_values``/``dones`` of GAE.
+        """
+        cfg = self.cfg
+        buffer.reset()
+        std = net.log_std.exp()
+        for _ in range(cfg.n_steps):
+            obs_t = torch.from_numpy(self.obs)
+            mean, values = net(obs_t, torch.from_numpy(self.instr))
+            actions = mean + std * torch.randn(mean.shape, generator=generator)
+            log_probs = net.log_prob(mean, actions)
+            value = net.stage_value(values, obs_t).numpy()
+            heads = net.value_head(obs_t).numpy().astype(np.int32)
+            rewards = np.zeros(cfg.n_envs, dtype=np.float32)
+            terminated = np.zeros(cfg.n_envs, dtype=np.float32)
+            next_phi = np.zeros(cfg.n_envs, dtype=np.float32)
+            next_obs = self.obs.copy()
+            truncated_final: list[tuple[int, np.ndarray]] = []
+            for i, env in enumerate(self.envs):
+                obs, reward, term, trunc, info = env.step(actions[i].numpy())
+                rewards[i], terminated[i], next_phi[i], next_obs[i] = reward, term, info["phi"], obs
+                if trunc and not term:
+                    truncated_final.append((i, obs))
+            shaped = (shape_rewards(rewards, self.phi, next_phi, terminated, cfg.gamma) if cfg.shaping
+                      else rewards.copy())
+            stored = shaped.copy()
+            if truncated_final:
+                idx = [i for i, _ in truncated_final]
+                final = torch.from_numpy(np.stack([o for _, o in truncated_final]))
+                _, final_values = net(final, torch.from_numpy(self.instr[idx]))
+                stored[idx] += cfg.gamma * net.stage_value(final_values, final).numpy()
+            buffer.add(np.concatenate([self.obs, self.instr], axis=1), actions.numpy(), stored,
+                       self.episode_start, value, log_probs.numpy(), heads)
+            self.ep_return += rewards
+            self.ep_shaped += shaped
+            self.ep_len += 1
+            self.obs, self.phi = next_obs, next_phi
+            done = terminated.astype(bool) | np.isin(np.arange(cfg.n_envs), [i for i, _ in truncated_final])
+            self.episode_start = done.astype(np.float32)
+            for i in np.flatnonzero(done):
+                self.finished.append({"success": float(terminated[i]), "return": float(self.ep_return[i]),
+                                      "shaped_return": float(self.ep_shaped[i]), "length": int(self.ep_len[i])})
+                self._reset(int(i))
+        obs_t = torch.from_numpy(self.obs)
+        _, values = net(obs_t, torch.from_numpy(self.instr))
+        return net.stage_value(values, obs_t).numpy()
+
+    def pop_finished(self) -> list[dict[str, float]]:
+        """Statistics of the episodes finished since the last call."""
+        out, self.finished = self.finished, []
+        return out
+
+
+def ppo_update(net: CodaPolicyNet, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer, cfg: RLConfig,
+               seed: int) -> dict[str, float]:
+    """PPO epochs over the buffer's minibatches (order seeded by ``seed``); returns mean losses and diagnostics.
+
+    Policy loss: clipped surrogate on per-minibatch normalised advantages. Value loss: squared error between
+    the value of the transition's stage head and its GAE return.
+    """
+    obs_dim = net.cfg.obs_dim
+    sums: dict[str, float] = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0,
+                              "clip_fraction": 0.0}
+    count = 0
+    for epoch in range(cfg.epochs):
+        for mb in buffer.minibatches(cfg.batch_size, seed * 1000 + epoch):
+            x = torch.from_numpy(mb.observations)
+            obs, instr = x[:, :obs_dim], x[:, obs_dim:]
+            actions = torch.from_numpy(mb.actions)
+            mean, values = net(obs, instr)
+            heads = torch.from_numpy(mb.stages).long()
+            value = values.gather(1, heads[:, None])[:, 0]
+            log_prob = net.log_prob(mean, actions)
+            adv = torch.from_numpy(mb.advantages)
+            if len(adv) > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            log_ratio = log_prob - torch.from_numpy(mb.old_log_probs)
+            ratio = log_ratio.exp()
+            policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_range, 1 + cfg.clip_range)).mean()
+            value_loss = (torch.from_numpy(mb.returns) - value).pow(2).mean()
+            entropy = net.entropy()
+            loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            with torch.no_grad():
+                sums["policy_loss"] += float(policy_loss)
+                sums["value_loss"] += float(value_loss)
+                sums["entropy"] += float(entropy)
+                sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
+                sums["clip_fraction"] += float(((ratio - 1).abs() > cfg.clip_range).float().mean())
+            count += 1
+    return {k: v / max(count, 1) for k, v in sums.items()}
+
+
+@dataclass
+class RLResult:
+    """What a run produced."""
+
+    folder: Path
+    """Checkpoint folder."""
+    version_id: str
+    """Its version id."""
+    env_steps: int
+    """Environment steps taken in total (including before a resume)."""
+    episodes: int
+    """Episodes finished during this run."""
+    success_rate_last: float
+    """Success rate of the episodes finished in the last quarter of this run's rollouts (sampled actions)."""
+    eval_success: float | None
+    """Deterministic success rate on new scenes (None if not measured)."""
+    seconds: float
+    """Wall time."""
+
+
+def _initial_net(cfg: RLConfig, num_stages: int) -> CodaPolicyNet:
+    if cfg.init_from:
+        net, _ = load_policy(cfg.init_from)
+    else:
+        net = build_policy(PolicyConfig.from_dict(cfg.policy.to_dict()), cfg.seed).net
+    if net.cfg.num_stages != num_stages:
+        net.set_num_stages(num_stages)
+    return net
+
+
+def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
+    """Run PPO as configured; see the module docstring."""
+    start = time.time()
+    torch.set_num_threads(cfg.num_threads)
+    if embedder is None:
+        from coda_policy.serving import embedder as shared_embedder
+
+        embedder = shared_embedder()
+    from coda_engine.sim.layout import LAYOUT
+
+    num_stages = PotentialProgram.compile(cfg.program_source, LAYOUT).num_stages if not cfg.program else None
+    folder = cfg.output_dir / cfg.version_id
+    state = load_trainer_state(folder) if cfg.resume else None
+    if state is not None:
+        net, _ = load_policy(folder)
+    else:
+        if num_stages is None:  # a custom program may name scene objects: count its stages from a real env
+            from coda_engine.sim.env import CodaSimEnv
+            from coda_engine.sim.scene import SceneParams
+
+            probe = CodaSimEnv(cfg.family, SceneParams(split=cfg.split), program=cfg.program)
+            probe.reset(seed=cfg.seed)
+            num_stages = int(probe.arm.program.num_stages)
+        net = _initial_net(cfg, num_stages)
+    net.train()
+    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    env_steps, update = 0, 0
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        env_steps, update = int(state["env_steps"]), int(state["update"])
+    rollouts = Rollouts(cfg, embedder, np.random.default_rng([cfg.seed, update]))
+    obs_dim = net.cfg.obs_dim + net.cfg.instruction_dim
+    buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, obs_dim, net.cfg.action_dim)
+    log = MetricsLog(folder / "metrics.jsonl", append=state is not None)
+    log.write("config", **cfg.to_dict(), num_stages=net.cfg.num_stages, resumed_at=env_steps)
+    per_rollout = cfg.n_steps * cfg.n_envs
+    total_updates = -(-cfg.total_env_steps // per_rollout)
+    history: list[list[dict[str, float]]] = []
+    bar = tqdm(range(update, total_updates), desc=f"rl {cfg.version_id}", disable=not cfg.progress,
+               dynamic_ncols=True, initial=update, total=total_updates)
+    for update in bar:
+        last_values = rollouts.collect(net, buffer, generator)
+        buffer.compute_gae(last_values, rollouts.episode_start, cfg.gamma, cfg.gae_lambda)
+        losses = ppo_update(net, optimizer, buffer, cfg, cfg.seed * 100_003 + update)
+        env_steps += per_rollout
+        finished = rollouts.pop_finished()
+        history.append(finished)
+        row = {"update": update + 1, "env_steps": env_steps, "episodes": len(finished),
+               "success_rate": float(np.mean([f["success"] for f in finished])) if finished else None,
+               "return": float(np.mean([f["return"] for f in finished])) if finished else None,
+               "shaped_return": float(np.mean([f["shaped_return"] for f in finished])) if finished else None,
+               "reward_mean": float(buffer.rewards.mean()), "std": float(net.log_std.detach().exp().mean()), **losses}
+        log.write("rollout", **row)
+        bar.set_postfix(succ="-" if row["success_rate"] is None else f"{row['success_rate']:.2f}",
+                        vloss=f"{losses['value_loss']:.3f}", kl=f"{losses['approx_kl']:.3f}")
+        if (update + 1) % cfg.checkpoint_every == 0 or update + 1 == total_updates:
+            _save(folder, net, cfg, optimizer, generator, env_steps, update + 1)
+    eval_success = None
+    if cfg.eval_episodes:
+        eval_success = success_rates(net, (cfg.family,), cfg.eval_episodes,
+                                     np.random.default_rng([cfg.seed, 99]), cfg.split, embedder)[cfg.family]
+        log.write("success", split=cfg.split, episodes=cfg.eval_episodes, **{cfg.family: eval_success})
+        _save(folder, net, cfg, optimizer, generator, env_steps, total_updates, eval_success)
+    tail = [f for fs in history[-max(1, len(history) // 4):] for f in fs]
+    result = RLResult(folder, cfg.version_id, env_steps, sum(len(h) for h in history),
+                      float(np.mean([f["success"] for f in tail])) if tail else 0.0, eval_success, time.time() - start)
+    log.write("done", env_steps=env_steps, success_rate_last=result.success_rate_last, eval_success=eval_success,
+              seconds=result.seconds)
+    log.close()
+    return result
+
+
+def _save(folder: Path, net: CodaPolicyNet, cfg: RLConfig, optimizer: torch.optim.Optimizer,
+          generator: torch.Generator, env_steps: int, update: int, eval_success: float | None = None) -> None:
+    meta = {"trainer": "rl", "rl": cfg.to_dict(), "env_steps": env_steps, "parent": cfg.init_from or None,
+            "eval_success": eval_success}
+    state = {"optimizer": optimizer.state_dict(), "generator": generator.get_state(), "env_steps": env_steps,
+             "update": update}
+    was_training = net.training
+    net.eval()
+    save_checkpoint(folder, net, cfg.version_id, meta, state)
+    net.train(was_training)
