@@ -1,0 +1,340 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Generation programs: how the next round's scene budget is spent, decided from diagnoses.
+
+:meth:`GenerationPlanner.plan` splits the budget three ways:
+
+* **targeted**: every failed diagnosis is assigned to one condition group (family + one condition
+  such as ``position_region=left_far``): among the groups it belongs to with at least ``min_support``
+  failures, the one with the highest failure rate (ties: more failures, then ``condition_keys`` order);
+  without such a group, its family alone. Groups get scenes in proportion to the failures assigned to
+  them, and each allocation lists exactly those diagnoses as its causes.
+* **replay**: conditions that failed before (``history``: failure rate >= ``failing_rate``) and now
+  pass (failure rate <= ``fixed_rate``) are replayed so nothing is forgotten; causes are the earlier
+  failures and the current successes. Without such conditions the share replays the families that
+  pass now (causes: those successes).
+* **exploration**: spread evenly over all families with no condition fixed.
+
+Only conditions the training vocabulary can generate are targeted (held-out colours, sizes,
+phrasings or distractor counts of the OOD splits are never asked of the generator); such failures
+still count for their family. :meth:`GenerationProgram.to_dict` fills ``coda_msgs/GenerationProgram``.
+Pure module: no rclpy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from coda_critic.diagnosis import Condition, Diagnosis, scene_conditions
+from coda_engine.sim.families import FAMILIES
+from coda_engine.sim.scene import SHAPE_NAMES, Scene, SceneParams
+from coda_engine.sim.vocab import load_vocabulary
+
+KIND_TARGETED, KIND_EXPLORATION, KIND_REPLAY = "targeted", "exploration", "replay"
+KINDS = (KIND_TARGETED, KIND_EXPLORATION, KIND_REPLAY)
+REGIONS = tuple(f"{side}_{depth}" for side in ("left", "center", "right") for depth in ("near", "far"))
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """How a generation program is decided."""
+
+    exploration_share: float = 0.2
+    """Fraction of the budget drawn from the broad training distribution."""
+    replay_share: float = 0.1
+    """Fraction of the budget replaying conditions that were fixed."""
+    min_support: int = 2
+    """Failures a condition group needs before it is targeted on its own (else: the family)."""
+    max_targeted: int = 8
+    """Most targeted allocations (the groups with the fewest failures merge into their families)."""
+    condition_keys: tuple[str, ...] = ("position_region", "num_distractors", "target_shape", "target_color",
+                                       "phrasing", "target_size")
+    """Condition keys that may be targeted, in tie-break order."""
+    failing_rate: float = 0.5
+    """A condition group of the history with at least this failure rate was failing."""
+    fixed_rate: float = 0.2
+    """A failing group is fixed when its current failure rate is at most this."""
+
+    def __post_init__(self) -> None:
+        """Check ranges and that the shares leave room for each other."""
+        if not (0 <= self.exploration_share <= 1 and 0 <= self.replay_share <= 1
+                and self.exploration_share + self.replay_share <= 1):
+            raise ValueError(f"GenerationConfig: exploration_share={self.exploration_share} and replay_share="
+                             f"{self.replay_share} must be in [0, 1] with a sum <= 1")
+        if self.min_support < 1 or self.max_targeted < 1:
+            raise ValueError("GenerationConfig: min_support and max_targeted must be >= 1")
+        if not 0 <= self.fixed_rate < self.failing_rate <= 1:
+            raise ValueError(f"GenerationConfig: need 0 <= fixed_rate ({self.fixed_rate}) < failing_rate "
+                             f"({self.failing_rate}) <= 1")
+
+
+@dataclass
+class BudgetAllocation:
+    """One line of a generation program (``coda_msgs/BudgetAllocation``)."""
+
+    kind: str
+    """One of ``KINDS``."""
+    family: str
+    """Task family."""
+    conditions: list[Condition]
+    """Generator conditions to fix (``family`` first)."""
+    count: int
+    """Number of scenes."""
+    cause_diagnosis_ids: list[str] = field(default_factory=list)
+    """Diagnoses that caused this allocation (empty for exploration)."""
+    reason: str = ""
+    """One-line explanation."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields of ``coda_msgs/BudgetAllocation``."""
+        return {"kind": self.kind, "family": self.family, "conditions": [c.to_dict() for c in self.conditions],
+                "count": int(self.count), "cause_diagnosis_ids": list(self.cause_diagnosis_ids), "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BudgetAllocation:
+        """Inverse of :meth:`to_dict`."""
+        return cls(kind=str(data["kind"]), family=str(data["family"]),
+                   conditions=[Condition.from_dict(c) for c in data["conditions"]], count=int(data["count"]),
+                   cause_diagnosis_ids=[str(i) for i in data["cause_diagnosis_ids"]], reason=str(data["reason"]))
+
+
+@dataclass
+class GenerationProgram:
+    """How a round's scene budget is spent (``coda_msgs/GenerationProgram``)."""
+
+    program_id: str
+    """Unique id."""
+    round: int
+    """Round whose scenes it generates."""
+    budget: int
+    """Total scenes; the sum of the allocation counts."""
+    exploration_share: float
+    """Fraction kept for exploration."""
+    replay_share: float
+    """Fraction kept for replay."""
+    allocations: list[BudgetAllocation]
+    """The lines."""
+
+    def __post_init__(self) -> None:
+        """Check that the counts add up to the budget."""
+        total = sum(a.count for a in self.allocations)
+        if total != self.budget:
+            raise ValueError(f"GenerationProgram {self.program_id!r}: allocation counts sum to {total}, budget is "
+                             f"{self.budget}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields of ``coda_msgs/GenerationProgram`` (header stamp zero)."""
+        return {"header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": ""}, "program_id": self.program_id,
+                "round": int(self.round), "budget": int(self.budget),
+                "exploration_share": float(self.exploration_share), "replay_share": float(self.replay_share),
+                "allocations": [a.to_dict() for a in self.allocations]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GenerationProgram:
+        """Inverse of :meth:`to_dict`."""
+        return cls(program_id=str(data["program_id"]), round=int(data["round"]), budget=int(data["budget"]),
+                   exploration_share=float(data["exploration_share"]), replay_share=float(data["replay_share"]),
+                   allocations=[BudgetAllocation.from_dict(a) for a in data["allocations"]])
+
+    def counts(self, kind: str) -> int:
+        """Scenes of one kind."""
+        return sum(a.count for a in self.allocations if a.kind == kind)
+
+
+def trainable(key: str, value: str) -> bool:
+    """Tell whether the training vocabulary (split ``id``) can generate condition ``key=value``."""
+    vocab = load_vocabulary("id")
+    if key == "position_region":
+        return value in REGIONS
+    if key == "target_color":
+        return value in vocab.colors
+    if key == "target_shape":
+        return value in SHAPE_NAMES.values()
+    if key == "phrasing":
+        return value in vocab.referring
+    if key == "target_size":
+        return value == "nominal"
+    if key == "num_distractors":
+        lo, hi = vocab.num_distractors
+        return value.isdigit() and lo <= int(value) <= hi
+    return False
+
+
+def split_counts(total: int, weights: Sequence[float]) -> list[int]:
+    """Integer counts proportional to ``weights`` summing to ``total`` (largest remainder, ties to the first)."""
+    if total <= 0 or not weights:
+        return [0] * len(weights)
+    norm = sum(weights)
+    if norm <= 0:
+        weights, norm = [1.0] * len(weights), float(len(weights))
+    exact = [total * w / norm for w in weights]
+    counts = [int(e) for e in exact]
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in order[:total - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+Group = tuple[str, str, str]
+"""(family, condition key, value); key and value empty for the family alone."""
+
+
+def _groups(d: Diagnosis, keys: Sequence[str]) -> list[Group]:
+    return [(d.family, k, d.condition(k)) for k in keys if d.condition(k) and trainable(k, d.condition(k))]
+
+
+def _rates(diagnoses: Sequence[Diagnosis], keys: Sequence[str]) -> dict[Group, tuple[int, int]]:
+    """(failures, total) of every condition group."""
+    stats: dict[Group, list[int]] = defaultdict(lambda: [0, 0])
+    for d in diagnoses:
+        for g in _groups(d, keys):
+            stats[g][0] += int(d.is_failure)
+            stats[g][1] += 1
+    return {g: (f, n) for g, (f, n) in stats.items()}
+
+
+def _conditions(group: Group) -> list[Condition]:
+    family, key, value = group
+    return [Condition("family", family)] + ([Condition(key, value)] if key else [])
+
+
+def _label(group: Group) -> str:
+    return group[0] + (f" with {group[1]}={group[2]}" if group[1] else "")
+
+
+class GenerationPlanner:
+    """Decides generation programs from diagnoses (see the module docstring)."""
+
+    def __init__(self, config: GenerationConfig | None = None, families: Sequence[str] | None = None) -> None:
+        """Keep the settings and the families exploration spreads over."""
+        self.config = config or GenerationConfig()
+        self.families = list(families or FAMILIES)
+        unknown = [f for f in self.families if f not in FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown families {unknown}; expected some of {sorted(FAMILIES)}")
+
+    def plan(self, diagnoses: Sequence[Diagnosis], budget: int, round_index: int,
+             history: Sequence[Diagnosis] = ()) -> GenerationProgram:
+        """Return the program for round ``round_index`` spending ``budget`` scenes."""
+        cfg = self.config
+        if budget < 1:
+            raise ValueError(f"budget={budget} must be >= 1")
+        ids = [d.diagnosis_id for d in diagnoses]
+        if len(set(ids)) != len(ids):
+            raise ValueError("diagnosis ids are not unique")
+        n_explore = round(budget * cfg.exploration_share)
+        n_replay = round(budget * cfg.replay_share)
+        targeted = self._targeted(diagnoses)
+        replay = self._replay(diagnoses, history)
+        if not replay:
+            n_explore += n_replay
+            n_replay = 0
+        n_target = budget - n_explore - n_replay
+        if not targeted:
+            n_explore += n_target
+            n_target = 0
+        allocations: list[BudgetAllocation] = []
+        for (group, causes, reason), count in zip(targeted, split_counts(n_target, [len(c) for _, c, _ in targeted]),
+                                                  strict=True):
+            allocations.append(BudgetAllocation(KIND_TARGETED, group[0], _conditions(group), count, causes, reason))
+        for (group, causes, reason), count in zip(replay, split_counts(n_replay, [1.0] * len(replay)), strict=True):
+            allocations.append(BudgetAllocation(KIND_REPLAY, group[0], _conditions(group), count, causes, reason))
+        for family, count in zip(self.families, split_counts(n_explore, [1.0] * len(self.families)), strict=True):
+            allocations.append(BudgetAllocation(KIND_EXPLORATION, family, _conditions((family, "", "")), count, [],
+                                                f"exploration: {family} from the broad training distribution"))
+        allocations = [a for a in allocations if a.count > 0]
+        digest = hashlib.sha256(json.dumps([a.to_dict() for a in allocations], sort_keys=True).encode()).hexdigest()
+        return GenerationProgram(program_id=f"gp-r{round_index:03d}-{digest[:10]}", round=round_index, budget=budget,
+                                 exploration_share=n_explore / budget, replay_share=n_replay / budget,
+                                 allocations=allocations)
+
+    def _targeted(self, diagnoses: Sequence[Diagnosis]) -> list[tuple[Group, list[str], str]]:
+        cfg = self.config
+        keys = cfg.condition_keys
+        rates = _rates(diagnoses, keys)
+        assigned: dict[Group, list[Diagnosis]] = defaultdict(list)
+        for d in diagnoses:
+            if not d.is_failure:
+                continue
+            options = [g for g in _groups(d, keys) if rates[g][0] >= cfg.min_support]
+            if options:
+                best = max(options, key=lambda g: (rates[g][0] / rates[g][1], rates[g][0], -keys.index(g[1])))
+            else:
+                best = (d.family, "", "")
+            assigned[best].append(d)
+        ranked = sorted(assigned.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        while len(ranked) > cfg.max_targeted:  # merge the smallest condition group into its family
+            group, members = next((kv for kv in reversed(ranked) if kv[0][1]), ranked[-1])
+            ranked.remove((group, members))
+            family = (group[0], "", "")
+            merged = dict(ranked)
+            merged[family] = merged.get(family, []) + members
+            ranked = sorted(merged.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        result = []
+        family_totals = defaultdict(int)
+        for d in diagnoses:
+            family_totals[d.family] += 1
+        for group, members in ranked:
+            modes: dict[str, int] = defaultdict(int)
+            for d in members:
+                modes[d.failure_mode] += 1
+            summary = ", ".join(f"{m} x{n}" for m, n in sorted(modes.items(), key=lambda kv: (-kv[1], kv[0])))
+            failures, total = rates.get(group, (len(members), family_totals[group[0]]))
+            reason = (f"targeted: {_label(group)} failed {failures} of {total} episodes ({summary})")
+            result.append((group, [d.diagnosis_id for d in members], reason))
+        return result
+
+    def _replay(self, diagnoses: Sequence[Diagnosis], history: Sequence[Diagnosis]
+                ) -> list[tuple[Group, list[str], str]]:
+        cfg = self.config
+        keys = cfg.condition_keys
+        before = _rates(history, keys)
+        now = _rates(diagnoses, keys)
+        result = []
+        for group in sorted(before):
+            failures, total = before[group]
+            if total < cfg.min_support or failures / total < cfg.failing_rate or group not in now:
+                continue
+            f_now, n_now = now[group]
+            if f_now / n_now > cfg.fixed_rate:
+                continue
+            old = [d.diagnosis_id for d in history if d.is_failure and group in _groups(d, keys)]
+            passing = [d.diagnosis_id for d in diagnoses if not d.is_failure and group in _groups(d, keys)]
+            result.append((group, old + passing, f"replay: {_label(group)} failed {failures} of {total} before and "
+                                                 f"{f_now} of {n_now} now; kept so it stays fixed"))
+        if result:
+            return result
+        passing_families = sorted({d.family for d in diagnoses if not d.is_failure})
+        for family in passing_families:
+            ids = [d.diagnosis_id for d in diagnoses if not d.is_failure and d.family == family]
+            result.append(((family, "", ""), ids, f"replay: no fixed condition on record; {family} passes in "
+                                                  f"{len(ids)} episodes and is kept in the mix"))
+        return result
+
+
+def scene_params(allocation: BudgetAllocation, base: SceneParams | None = None) -> SceneParams:
+    """Return generator parameters that realise the allocation's conditions where ``SceneParams`` has a field for them.
+
+    ``num_distractors`` and ``phrasing`` map to fields; region, colour, shape and size are met by drawing
+    scenes until :func:`matches` holds.
+    """
+    values = {c.key: c.value for c in allocation.conditions}
+    params = base or SceneParams()
+    changes: dict[str, Any] = {}
+    if "num_distractors" in values:
+        n = int(values["num_distractors"])
+        changes["num_distractors"] = (n, n)
+    if "phrasing" in values:
+        changes["referring"] = (values["phrasing"].removesuffix("_synonym"),)
+    return SceneParams(**{**params.__dict__, **changes})
+
+
+def matches(scene: Scene, conditions: Sequence[Condition]) -> bool:
+    """Tell whether ``scene`` satisfies every condition (in the vocabulary of ``scene_conditions``)."""
+    have = {c.key: c.value for c in scene_conditions(scene)}
+    return all(have.get(c.key) == c.value for c in conditions)

@@ -1,0 +1,136 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Generation programs from real diagnoses: budget split, explainable allocations, replay, generator mapping."""
+
+import re
+
+import numpy as np
+import pytest
+
+from coda_critic.actors import make_actor
+from coda_critic.diagnosis import Condition
+from coda_critic.generation import (
+    GenerationConfig,
+    GenerationPlanner,
+    GenerationProgram,
+    matches,
+    scene_params,
+    split_counts,
+    trainable,
+)
+from coda_critic.grounded import GroundedCritic
+from coda_engine.episodes import RecordingConfig, run_recorded_episode
+from coda_engine.sim.generator import generate, generate_seeded
+from coda_engine.sim.scene import SceneParams
+
+
+def _run(arm, family, actor, seeds, params=None):
+    eps = []
+    for seed in seeds:
+        scene = generate_seeded(family, seed, params or SceneParams())
+        eps.append(run_recorded_episode(arm, scene, make_actor(actor, scene, np.random.default_rng(seed)),
+                                        episode_id=f"g-{family}-{actor}-{seed}", policy_version=actor,
+                                        robot_id="sim_test", config=RecordingConfig(keyframes=False)))
+    return GroundedCritic().diagnose(eps)
+
+
+@pytest.fixture(scope="module")
+def batches(arm):
+    """Round 1: pick_place drops (one distractor), push never approached, reach passes; round 2: all pass."""
+    one = SceneParams(num_distractors=(1, 1))
+    round1 = (_run(arm, "pick_place", "drop", range(100, 106), one) + _run(arm, "push", "wander", range(200, 203))
+              + _run(arm, "reach", "expert", range(300, 304)))
+    round2 = _run(arm, "pick_place", "expert", range(400, 404), one) + _run(arm, "reach", "expert", range(500, 502))
+    return round1, round2
+
+
+def test_split_counts_sum_and_proportion():
+    assert split_counts(10, [3, 1]) == [8, 2]
+    assert split_counts(7, [1, 1, 1]) == [3, 2, 2]
+    assert sum(split_counts(13, [0.2, 0.5, 0.3])) == 13
+    assert split_counts(0, [1, 2]) == [0, 0]
+
+
+def test_targeted_allocations_name_their_causes(batches):
+    round1, _ = batches
+    failures = {d.diagnosis_id: d for d in round1 if d.is_failure}
+    assert {d.failure_mode for d in failures.values()} == {"dropped", "never_approached"}
+    program = GenerationPlanner().plan(round1, budget=50, round_index=2)
+    assert sum(a.count for a in program.allocations) == 50 and program.budget == 50
+    assert program.counts("exploration") == 10 and program.counts("replay") == 5
+    targeted = [a for a in program.allocations if a.kind == "targeted"]
+    cited = [i for a in targeted for i in a.cause_diagnosis_ids]
+    assert sorted(cited) == sorted(failures)  # every failure causes exactly one allocation
+    for a in targeted:
+        assert a.family in ("pick_place", "push") and a.conditions[0] == Condition("family", a.family)
+        for cause in a.cause_diagnosis_ids:
+            d = failures[cause]
+            assert d.family == a.family and all(d.condition(c.key) == c.value for c in a.conditions[1:])
+        assert a.reason.startswith("targeted: ") and str(len(a.cause_diagnosis_ids)) in a.reason
+    by_family = {f: sum(a.count for a in targeted if a.family == f) for f in ("pick_place", "push")}
+    assert abs(by_family["pick_place"] - 2 * by_family["push"]) <= 1  # 6 failures vs 3, rounded
+    # All six pick_place failures share "num_distractors=1" (100% failure rate): one targeted line.
+    pick = [a for a in targeted if a.family == "pick_place"]
+    assert len(pick) == 1 and Condition("num_distractors", "1") in pick[0].conditions
+    # Nothing failed in reach: it gets exploration and replay (it passes), never targeted scenes.
+    assert all(a.kind != "targeted" for a in program.allocations if a.family == "reach")
+    replay = [a for a in program.allocations if a.kind == "replay"]
+    assert replay and all(a.family == "reach" and "no fixed condition" in a.reason for a in replay)
+    assert all(a.cause_diagnosis_ids == [] for a in program.allocations if a.kind == "exploration")
+
+
+def test_fixed_conditions_are_replayed(batches):
+    round1, round2 = batches
+    program = GenerationPlanner().plan(round2, budget=40, round_index=3, history=round1)
+    assert program.counts("targeted") == 0 and program.counts("replay") == 4
+    replay = [a for a in program.allocations if a.kind == "replay"]
+    fixed = [a for a in replay if a.family == "pick_place"]
+    assert fixed, [a.reason for a in replay]
+    old_failures = {d.diagnosis_id for d in round1 if d.is_failure and d.family == "pick_place"}
+    for a in fixed:
+        assert old_failures & set(a.cause_diagnosis_ids)
+        assert re.search(r"failed (\d+) of \1 before and 0 of \d+ now; kept so it stays fixed", a.reason), a.reason
+    assert any(Condition("num_distractors", "1") in a.conditions for a in fixed)
+
+
+def test_program_fills_the_message(batches):
+    from coda_engine.ros.convert import dict_to_msg, msg_to_dict
+    from coda_msgs.msg import GenerationProgram as GenerationProgramMsg
+
+    program = GenerationPlanner().plan(batches[0], budget=30, round_index=1)
+    msg = dict_to_msg(GenerationProgramMsg, program.to_dict())
+    assert msg.budget == 30 and sum(a.count for a in msg.allocations) == 30
+    from coda_msgs.msg import BudgetAllocation
+
+    kinds = {BudgetAllocation.KIND_TARGETED, BudgetAllocation.KIND_EXPLORATION, BudgetAllocation.KIND_REPLAY}
+    assert {a.kind for a in msg.allocations} == kinds
+    assert GenerationProgram.from_dict(msg_to_dict(msg)).to_dict() == program.to_dict()
+
+
+def test_bad_settings_and_inputs_are_named(batches):
+    with pytest.raises(ValueError, match="sum <= 1"):
+        GenerationConfig(exploration_share=0.7, replay_share=0.5)
+    with pytest.raises(ValueError, match="budget"):
+        GenerationPlanner().plan(batches[0], budget=0, round_index=1)
+    with pytest.raises(ValueError, match="not unique"):
+        GenerationPlanner().plan(batches[0] + batches[0][:1], budget=10, round_index=1)
+    with pytest.raises(ValueError, match="sum to"):
+        GenerationProgram("p", 1, 5, 0.0, 0.0, [])
+
+
+def test_only_training_conditions_are_targeted():
+    assert trainable("target_color", "red") and not trainable("target_color", "purple")
+    assert trainable("num_distractors", "2") and not trainable("num_distractors", "4")
+    assert trainable("phrasing", "color_shape") and not trainable("phrasing", "relative")
+    assert not trainable("target_size", "large") and not trainable("split", "id")
+
+
+def test_allocations_map_to_generator_parameters(batches):
+    program = GenerationPlanner().plan(batches[0], budget=50, round_index=2)
+    line = next(a for a in program.allocations if a.family == "pick_place" and a.kind == "targeted")
+    params = scene_params(line)
+    assert params.num_distractors == (1, 1)
+    rng = np.random.default_rng(0)
+    scene = generate(line.family, rng, params)
+    assert matches(scene, line.conditions)
+    assert not matches(scene, [Condition("family", "push")])
