@@ -378,3 +378,67 @@ class Text2Potential:
                               f" or ({stage.done})")
             return [*stages[:failed], above, *stages[failed:]]
         raise ValueError(f"no rewrite rule for failure mode {mode!r}")
+
+
+@dataclass
+class TrainingPlan:
+    """A round's training program (``coda_msgs/TrainingProgram``) and the translations that were rejected."""
+
+    program_id: str
+    """Unique id."""
+    round: int
+    """Round whose training it drives."""
+    potentials: list[ProgramSpec]
+    """At most one program per family."""
+    sft_epochs: int
+    """Behaviour-cloning epochs (0 = skip)."""
+    rl_env_steps: int
+    """PPO environment steps with the shaped reward (0 = skip)."""
+    cause_diagnosis_ids: list[str]
+    """Diagnoses that produced the potentials."""
+    text: str
+    """Explanation."""
+    rejects: list[Reject] = field(default_factory=list)
+    """Translations that did not compile or could not be read (not part of the message)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields of ``coda_msgs/TrainingProgram`` (header stamp zero)."""
+        return {"header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": ""}, "program_id": self.program_id,
+                "round": int(self.round), "potentials": [p.to_dict() for p in self.potentials],
+                "sft_epochs": int(self.sft_epochs), "rl_env_steps": int(self.rl_env_steps),
+                "cause_diagnosis_ids": list(self.cause_diagnosis_ids), "text": self.text}
+
+
+def training_plan(diagnoses: Sequence[Diagnosis], round_index: int, *, sft_epochs: int = 1, rl_env_steps: int = 0,
+                  translator: Text2Potential | None = None, layout: Layout | None = None) -> TrainingPlan:
+    """One potential per family: the translation of its most frequent failure (mode, stage) in ``diagnoses``.
+
+    The diagnoses sharing that (mode, stage) are the causes; when the first one's text does not translate,
+    the next is tried, and every failed attempt is kept in ``rejects``. Families without failures keep
+    their default program (not listed).
+    """
+    translator = translator or Text2Potential()
+    groups: dict[str, dict[tuple[str, int], list[Diagnosis]]] = {}
+    for d in diagnoses:
+        if d.is_failure:
+            groups.setdefault(d.family, {}).setdefault((d.failure_mode, d.failed_stage), []).append(d)
+    potentials: list[ProgramSpec] = []
+    causes: list[str] = []
+    lines: list[str] = []
+    rejects: list[Reject] = []
+    for family in sorted(groups):
+        (mode, _), members = max(groups[family].items(), key=lambda kv: (len(kv[1]), kv[0]))
+        for d in members:
+            result = translator.translate(d, layout)
+            if isinstance(result, Reject):
+                rejects.append(result)
+                continue
+            potentials.append(result)
+            causes += [m.diagnosis_id for m in members]
+            stages = " -> ".join(s.name for s in result.stages)
+            lines.append(f"{family}: {len(members)} x {mode} at stage {d.failed_stage_name}; shaped by {stages}")
+            break
+    digest = hashlib.sha256("\n".join(p.program_id for p in potentials).encode()).hexdigest()[:10]
+    return TrainingPlan(program_id=f"tp-r{round_index:03d}-{digest}", round=round_index, potentials=potentials,
+                        sft_epochs=sft_epochs, rl_env_steps=rl_env_steps, cause_diagnosis_ids=causes,
+                        text="; ".join(lines) or "no failures: default programs", rejects=rejects)

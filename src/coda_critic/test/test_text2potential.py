@@ -136,3 +136,25 @@ def test_shaping_keeps_the_optimal_policy_for_programs_from_real_diagnoses(diagn
         assert not control.same_policy and control.differing_states > 0
         checked += 1
     assert checked == len(diagnosed)
+
+
+def test_training_plan_one_potential_per_failing_family(diagnosed):
+    from coda_critic.text2potential import training_plan
+    from coda_engine.ros.convert import dict_to_msg
+    from coda_msgs.msg import TrainingProgram
+
+    diagnoses = [d for _, d in diagnosed]
+    plan = training_plan(diagnoses, round_index=4, rl_env_steps=1000)
+    failing = {d.family for d in diagnoses if d.is_failure}
+    assert sorted(p.family for p in plan.potentials) == sorted(failing)
+    assert set(plan.cause_diagnosis_ids) <= {d.diagnosis_id for d in diagnoses if d.is_failure}
+    assert all(p.source_diagnosis_id in plan.cause_diagnosis_ids for p in plan.potentials)
+    assert plan.rejects == [] and "shaped by" in plan.text
+    msg = dict_to_msg(TrainingProgram, plan.to_dict())
+    assert msg.round == 4 and len(msg.potentials) == len(failing) and msg.rl_env_steps == 1000
+    # An unreadable text is rejected and the next diagnosis of the same failure is used instead.
+    drops = [d for d in diagnoses if d.failure_mode == "dropped" and d.family == "stack"]
+    broken = dataclasses.replace(drops[0], diagnosis_id="broken", text="???")
+    plan = training_plan([broken, *drops], round_index=5)
+    assert [r.diagnosis_id for r in plan.rejects] == ["broken"]
+    assert len(plan.potentials) == 1 and plan.potentials[0].source_diagnosis_id == drops[0].diagnosis_id
