@@ -15,12 +15,12 @@ import json
 from collections import Counter
 
 import numpy as np
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from coda_engine.ros.convert import dict_to_msg
+from coda_engine.ros.spin import run_node
 from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SceneParams
 from coda_msgs.msg import SceneSpec
@@ -99,15 +99,7 @@ class SceneGeneratorNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Run the node until shutdown."""
-    rclpy.init(args=args)
-    node = SceneGeneratorNode()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(SceneGeneratorNode, args)
 
 
 if __name__ == "__main__":

@@ -27,11 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray
@@ -41,6 +40,7 @@ from coda_engine import policies
 from coda_engine.episodes import STATUS_REJECTED, RecordingConfig, run_recorded_episode
 from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg
+from coda_engine.ros.spin import run_node
 from coda_engine.sim import panda
 from coda_engine.sim.arm import ArmConfig, SimArm
 from coda_engine.sim.generator import generate_seeded
@@ -286,21 +286,14 @@ class SimBridgeNode(Node):
         return result
 
 
+def _release_arm(node: SimBridgeNode) -> None:
+    node.on_sim(node.arm.close)
+    node.sim_thread.shutdown()
+
+
 def main(args: list[str] | None = None) -> None:
     """Run the node with a multi-threaded executor until shutdown."""
-    rclpy.init(args=args)
-    node = SimBridgeNode()
-    executor = MultiThreadedExecutor(num_threads=3)
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.on_sim(node.arm.close)
-        node.sim_thread.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(SimBridgeNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=3), on_exit=_release_arm)
 
 
 if __name__ == "__main__":
