@@ -28,6 +28,6 @@ setup(
     extras_require={"test": ["pytest"]},
     entry_points={
         # Console scripts land in lib/coda_policy/ (setup.cfg), where `ros2 run` looks.
-        "console_scripts": [],
+        "console_scripts": ["policy = coda_policy.ros.policy_node:main"],
     },
 )

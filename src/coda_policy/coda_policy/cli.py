@@ -1,0 +1,105 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``coda train sft|rl|compare``: behaviour cloning, PPO fine-tuning, and shaped-vs-sparse PPO over seeds.
+
+Each prints one JSON object (the result) on stdout; progress bars go to stderr; metrics go to
+``<output-dir>/<version>/metrics.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register ``sft``, ``rl`` and ``compare`` with their options."""
+    sub = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
+    sft = sub.add_parser("sft", help="behaviour cloning on expert demonstrations")
+    sft.add_argument("--families", nargs="+", default=["reach", "pick_place", "push", "stack"])
+    sft.add_argument("--episodes-per-family", type=int, default=100)
+    sft.add_argument("--steps", type=int, default=3000, help="gradient steps")
+    sft.add_argument("--batch-size", type=int, default=256)
+    sft.add_argument("--lr", type=float, default=1e-3)
+    sft.add_argument("--eval-episodes", type=int, default=20, help="success-rate episodes per family (0: skip)")
+    sft.add_argument("--demos-file", default="", help=".npz cache of the demonstrations")
+    sft.add_argument("--threads", type=int, default=2, help="torch threads")
+    for p in (sft, sub.add_parser("rl", help="PPO fine-tuning with staged-potential shaping"),
+              sub.add_parser("compare", help="PPO with shaping vs the sparse reward at equal env steps, per seed")):
+        p.add_argument("--split", default="id")
+        p.add_argument("--output-dir", type=Path, default=Path("runs/policy"), help="checkpoint root")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        if p is sft:
+            p.add_argument("--seed", type=int, default=0)
+            p.add_argument("--version-id", default="")
+            continue
+        p.add_argument("--family", default="reach")
+        p.add_argument("--program-file", type=Path, default=None, help="staged potential program (default: family's)")
+        p.add_argument("--n-envs", type=int, default=8)
+        p.add_argument("--n-steps", type=int, default=64, help="control steps per env per rollout")
+        p.add_argument("--total-env-steps", type=int, default=20_000)
+        p.add_argument("--epochs", type=int, default=4)
+        p.add_argument("--batch-size", type=int, default=128)
+        p.add_argument("--lr", type=float, default=3e-4)
+        p.add_argument("--init-from", default="", help="checkpoint folder to start from (e.g. an SFT version)")
+        p.add_argument("--eval-episodes", type=int, default=0)
+        p.add_argument("--threads", type=int, default=1, help="torch threads")
+        if p.prog.endswith("compare"):
+            p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+        else:
+            p.add_argument("--seed", type=int, default=0)
+            p.add_argument("--version-id", default="")
+            p.add_argument("--no-shaping", action="store_true", help="train on the sparse success reward only")
+            p.add_argument("--no-resume", action="store_true", help="start over even if the run folder exists")
+
+
+def _rl_config(args: argparse.Namespace, seed: int, shaping: bool, version_id: str) -> Any:
+    from coda_policy.rl import RLConfig
+
+    program = args.program_file.read_text() if args.program_file else ""
+    return RLConfig(family=args.family, program=program, shaping=shaping, split=args.split, n_envs=args.n_envs,
+                    n_steps=args.n_steps, total_env_steps=args.total_env_steps, epochs=args.epochs,
+                    batch_size=args.batch_size, lr=args.lr, init_from=args.init_from,
+                    resume=not getattr(args, "no_resume", False), eval_episodes=args.eval_episodes, seed=seed,
+                    output_dir=args.output_dir, version_id=version_id, num_threads=args.threads,
+                    progress=not args.no_progress)
+
+
+def _jsonable(result: Any) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result).items()}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen stage and print its result as JSON."""
+    if args.stage == "sft":
+        from coda_policy.sft import SFTConfig, train_sft
+
+        cfg = SFTConfig(families=tuple(args.families), episodes_per_family=args.episodes_per_family,
+                        split=args.split, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                        eval_episodes=args.eval_episodes, seed=args.seed, output_dir=args.output_dir,
+                        version_id=args.version_id, demos_file=args.demos_file, num_threads=args.threads,
+                        progress=not args.no_progress)
+        print(json.dumps(_jsonable(train_sft(cfg))))
+        return 0
+    from coda_policy.rl import train_rl
+
+    if args.stage == "rl":
+        print(json.dumps(_jsonable(train_rl(_rl_config(args, args.seed, not args.no_shaping, args.version_id)))))
+        return 0
+    runs: dict[str, list[dict[str, Any]]] = {"shaped": [], "sparse": []}
+    for seed in args.seeds:
+        for name in runs:
+            cfg = _rl_config(args, seed, name == "shaped", "")
+            runs[name].append(_jsonable(train_rl(cfg)))
+    summary = {name: {"success_rate_last_mean": float(np.mean([r["success_rate_last"] for r in rs])),
+                      "eval_success_mean": (float(np.mean([r["eval_success"] for r in rs]))
+                                            if all(r["eval_success"] is not None for r in rs) else None),
+                      "runs": rs} for name, rs in runs.items()}
+    print(json.dumps({"family": args.family, "total_env_steps": args.total_env_steps, "seeds": args.seeds,
+                      **summary}))
+    return 0

@@ -1,0 +1,272 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The serving logic of the ``policy`` node, without ROS: observation assembly, guards, version swaps.
+
+- :class:`PandaKinematics`: tool centre point and finger opening from Panda joint positions (MuJoCo FK of the
+  engine's Panda model).
+- :class:`ObservationBuilder`: the flat observation of the engine's layout from the latest joint positions
+  and object states (target in slot 0, goal in slot 1, distractors after them, as in simulation), with the
+  end-effector velocity over the last control tick and the stage tracked by the active potential program.
+- :class:`PolicyController`: one :meth:`~PolicyController.tick` per control period returns a
+  :class:`Command`: the clipped action of the loaded version, or *hold* with a reason when an input is
+  missing, stale (older than ``max_input_age``) or not finite, or no version is loaded. Versions are loaded
+  off the control path and swapped in with a single reference assignment (atomic for the tick).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from coda_policy.checkpoint import MODEL_FILE, load_policy
+from coda_policy.config import default_layout
+from coda_policy.model import CodaPolicyNet
+
+ROLE_TARGET, ROLE_GOAL = 1, 2
+
+
+@dataclass
+class ControlConfig:
+    """Settings of the control loop."""
+
+    control_rate_hz: float = 10.0
+    """Ticks per second (the rate the policy was trained at: the engine's arm runs at 10 Hz)."""
+    max_input_age: float = 0.5
+    """Joint and object inputs older than this (s) make the controller hold."""
+    max_delta: float = 0.05
+    """Largest commanded end-effector displacement per tick and axis, m (the arm's limit)."""
+    family: str = "reach"
+    """Task family whose default potential program tracks the stage (when ``program`` is empty)."""
+    program: str = ""
+    """Staged potential program source that tracks the stage index; empty uses the family's."""
+
+    def __post_init__(self) -> None:
+        """Check the fields; errors name the field."""
+        errors = []
+        if not 0.5 <= self.control_rate_hz <= 1000.0:
+            errors.append(f"ControlConfig.control_rate_hz={self.control_rate_hz} must be in [0.5, 1000]")
+        if not self.max_input_age > 0:
+            errors.append(f"ControlConfig.max_input_age={self.max_input_age} must be > 0 s")
+        if not 0.0 < self.max_delta <= 0.2:
+            errors.append(f"ControlConfig.max_delta={self.max_delta} must be in (0, 0.2] m")
+        if errors:
+            raise ValueError("; ".join(errors))
+
+
+@dataclass
+class ObjectInfo:
+    """One object as the controller needs it (from coda_msgs/ObjectState)."""
+
+    position: tuple[float, float, float]
+    """World position, m."""
+    rgb: tuple[float, float, float]
+    """Colour in [0, 1]."""
+    shape: int
+    """Shape code."""
+    size: tuple[float, float, float]
+    """Half extents, m."""
+    role: int
+    """Role code: 0 distractor, 1 target, 2 goal."""
+
+
+@dataclass
+class Command:
+    """What the controller asks of the arm for one tick."""
+
+    delta: np.ndarray
+    """(3,) end-effector displacement, m, within ``max_delta``; zeros when holding."""
+    gripper: float
+    """Policy gripper command in [-1, 1] (+1 closes); 0 when holding."""
+    hold: bool
+    """True: keep the current position."""
+    reason: str
+    """Why it holds (empty otherwise)."""
+    stage: int
+    """Tracked stage index."""
+    version: str
+    """Policy version that produced it (empty if none)."""
+
+
+class PandaKinematics:
+    """Forward kinematics of the engine's Panda model: joint positions -> tool centre point, finger opening."""
+
+    def __init__(self) -> None:
+        """Build the model once (no objects)."""
+        import mujoco
+
+        from coda_engine.sim import panda
+
+        self._mj = mujoco
+        self.model = panda.base_model()
+        self.data = mujoco.MjData(self.model)
+        self.arm_q = [int(self.model.joint(n).qposadr[0]) for n in panda.ARM_JOINTS]
+        self.finger_q = [int(self.model.joint(n).qposadr[0]) for n in panda.FINGER_JOINTS]
+        self.names = list(panda.ARM_JOINTS) + list(panda.FINGER_JOINTS)
+        self.tcp = self.model.site(panda.TCP_SITE).id
+
+    def forward(self, names: list[str], positions: list[float]) -> tuple[np.ndarray, float]:
+        """Return the TCP position (3,) and the finger opening (m); KeyError naming a missing joint."""
+        value = dict(zip(names, positions, strict=True))
+        missing = [n for n in self.names if n not in value]
+        if missing:
+            raise KeyError(f"joint_states lacks {missing}")
+        for name, adr in zip(self.names, self.arm_q + self.finger_q, strict=True):
+            self.data.qpos[adr] = value[name]
+        self._mj.mj_kinematics(self.model, self.data)
+        opening = float(value[self.names[7]] + value[self.names[8]])
+        return self.data.site_xpos[self.tcp].copy(), opening
+
+
+class ObservationBuilder:
+    """Assembles the flat observation (engine layout) from the latest inputs; tracks the stage."""
+
+    def __init__(self, cfg: ControlConfig, max_objects: int = 7) -> None:
+        """Compile the stage program and prepare the buffers."""
+        from coda_core_cpp import PotentialProgram
+        from coda_engine.sim.families import get_family
+
+        self.layout = default_layout(max_objects)
+        self.max_objects = max_objects
+        self.obs_dim = self.layout["stage_index"][0] + 1
+        source = cfg.program or get_family(cfg.family).program
+        aliases = dict(self.layout)
+        for alias, slot in (("target", 0), ("goal", 1)):
+            for name in ("pos", "rgb", "shape", "size"):
+                aliases[f"{alias}_{name}"] = self.layout[f"obj{slot}_{name}"]
+        self.program = PotentialProgram.compile(source, aliases)
+        self.control_hz = cfg.control_rate_hz
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the episode: stage 0, no previous end-effector position."""
+        self.stage = 0
+        self._prev_ee: np.ndarray | None = None
+
+    def build(self, ee_pos: np.ndarray, gripper: float, objects: list[ObjectInfo]) -> np.ndarray:
+        """Return the observation for this tick and advance the stage (call once per tick)."""
+        obs = np.zeros(self.obs_dim, dtype=np.float32)
+        obs[0:3] = ee_pos
+        obs[3:6] = 0.0 if self._prev_ee is None else (ee_pos - self._prev_ee) * self.control_hz
+        obs[6] = gripper
+        order = ([o for o in objects if o.role == ROLE_TARGET][:1] or [None]) + \
+                ([o for o in objects if o.role == ROLE_GOAL][:1] or [None]) + \
+                [o for o in objects if o.role not in (ROLE_TARGET, ROLE_GOAL)]
+        for slot, obj in enumerate(order[:self.max_objects]):
+            if obj is None:
+                continue
+            base = self.layout[f"obj{slot}_pos"][0]
+            obs[base:base + 3] = obj.position
+            obs[base + 3:base + 6] = obj.rgb
+            obs[base + 6] = obj.shape
+            obs[base + 7:base + 10] = obj.size
+            obs[base + 10] = 1.0
+        stage_col = self.layout["stage_index"][0]
+        obs[stage_col] = self.stage
+        if np.all(np.isfinite(obs)):
+            _, self.stage = self.program.evaluate(obs, self.stage)
+            obs[stage_col] = self.stage
+        self._prev_ee = np.asarray(ee_pos, dtype=np.float64).copy()
+        return obs
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A loaded version: swapped as one reference."""
+
+    version: str
+    """Version id."""
+    net: CodaPolicyNet
+    """The network in eval mode."""
+
+
+def sha256_file(path: Path) -> str:
+    """Return the hex SHA-256 of a file."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_version(folder: Path, expected_sha256: str = "") -> LoadedPolicy:
+    """Load a version folder, checking the weights' SHA-256 when one is given (ValueError on mismatch)."""
+    folder = Path(folder)
+    if expected_sha256:
+        actual = sha256_file(folder / MODEL_FILE)
+        if actual != expected_sha256.lower():
+            raise ValueError(f"{folder / MODEL_FILE}: sha256 {actual} != announced {expected_sha256}")
+    net, config = load_policy(folder)
+    return LoadedPolicy(str(config["version_id"]), net)
+
+
+class PolicyController:
+    """The control step: inputs in, one guarded and clipped :class:`Command` out per tick."""
+
+    def __init__(self, cfg: ControlConfig) -> None:
+        """Set up kinematics-free state; inputs arrive through the ``set_*`` methods."""
+        self.cfg = cfg
+        self.builder = ObservationBuilder(cfg)
+        self.policy: LoadedPolicy | None = None
+        self._instruction = ""
+        self._embedding: torch.Tensor | None = None
+        self._joints: tuple[float, np.ndarray, float] | None = None  # stamp, ee_pos, gripper
+        self._objects: tuple[float, list[ObjectInfo]] | None = None
+        self._lock = threading.Lock()
+
+    def swap(self, policy: LoadedPolicy) -> None:
+        """Make ``policy`` the one used from the next tick on (a single reference assignment)."""
+        self.policy = policy
+
+    def set_instruction(self, text: str, embedding: np.ndarray) -> None:
+        """Start a new task with this instruction and embedding; the stage restarts at 0."""
+        with self._lock:
+            self._instruction = text
+            self._embedding = torch.from_numpy(np.asarray(embedding, dtype=np.float32).reshape(1, -1).copy())
+            self.builder.reset()
+
+    def set_arm(self, stamp: float, ee_pos: np.ndarray, gripper: float) -> None:
+        """Latest arm state (stamp in s) as tool centre point and finger opening."""
+        self._joints = (stamp, np.asarray(ee_pos, dtype=np.float64), float(gripper))
+
+    def set_objects(self, stamp: float, objects: list[ObjectInfo]) -> None:
+        """Latest object states (stamp in s)."""
+        self._objects = (stamp, list(objects))
+
+    def _hold(self, reason: str, version: str) -> Command:
+        return Command(np.zeros(3), 0.0, True, reason, int(self.builder.stage), version)
+
+    def tick(self, now: float) -> Command:
+        """Compute this tick's command at time ``now`` (s, same clock as the stamps)."""
+        policy = self.policy  # read once: a swap during the tick takes effect next tick
+        version = policy.version if policy is not None else ""
+        with self._lock:
+            embedding = self._embedding
+        if policy is None:
+            return self._hold("no policy version loaded", version)
+        if embedding is None:
+            return self._hold("no instruction", version)
+        joints, objects = self._joints, self._objects
+        if joints is None or objects is None:
+            return self._hold("waiting for " + ("joint_states" if joints is None else "object_states"), version)
+        for name, stamp in (("joint_states", joints[0]), ("object_states", objects[0])):
+            if now - stamp > self.cfg.max_input_age:
+                return self._hold(f"{name} stale: {now - stamp:.3f} s old > {self.cfg.max_input_age} s", version)
+        obs = self.builder.build(joints[1], joints[2], objects[1])
+        if not np.all(np.isfinite(obs)):
+            return self._hold("non-finite input in the observation", version)
+        if embedding.shape[1] != policy.net.cfg.instruction_dim:
+            return self._hold("instruction embedding does not fit the policy", version)
+        with torch.inference_mode():
+            mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)
+        action = mean[0].numpy().astype(np.float64)
+        if not np.all(np.isfinite(action)):
+            return self._hold("policy output not finite", version)
+        limit = min(self.cfg.max_delta, policy.net.cfg.max_delta)
+        delta = np.clip(action[:3] * policy.net.cfg.max_delta, -limit, limit)
+        gripper = float(np.clip(action[3], -1.0, 1.0))
+        return Command(delta, gripper, False, "", int(self.builder.stage), version)

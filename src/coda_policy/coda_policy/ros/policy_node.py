@@ -1,0 +1,151 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``policy`` node: the language-conditioned policy commanding an arm at the control rate.
+
+Topics (relative to the node's namespace):
+
+- ``joint_states`` (sensor_msgs/JointState) in: the Panda's joints; the tool point comes from forward kinematics
+- ``object_states`` (coda_msgs/ObjectStates) in: the scene's objects (simulator stream or perception)
+- ``instruction`` (std_msgs/String) in: the task; embedded once per string (MiniLM), the stage restarts
+- ``policy_version`` (coda_msgs/PolicyVersion) in: a new version, loaded off the control path (SHA-256 checked)
+  and swapped in atomically
+- ``arm_command`` (coda_msgs/ArmCommand) out: one per tick; ``hold`` with a reason when inputs are missing,
+  stale or not finite, or no version is loaded (the reason is also logged when it changes)
+
+The logic lives in :mod:`coda_policy.control`; this node only converts and schedules.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from coda_msgs.msg import ArmCommand, ObjectStates, PolicyVersion
+from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version
+from coda_policy.ros.convert import checkpoint_folder, command_to_msg, objects_from_msg, stamp_seconds
+
+PARAMETERS: dict[str, tuple[object, str]] = {
+    "control_rate_hz": (10.0, "command rate, Hz"),
+    "max_input_age_s": (0.5, "joint/object inputs older than this make the node hold, s"),
+    "max_delta_m": (0.05, "largest end-effector displacement per command and axis, m"),
+    "family": ("reach", "task family whose default staged program tracks the stage index"),
+    "program": ("", "staged potential program source (overrides the family's)"),
+    "checkpoint_root": ("", "folder of version folders; relative checkpoint URIs resolve under it"),
+    "initial_version": ("", "version folder under checkpoint_root loaded at start-up (empty: none)"),
+}
+
+
+class PolicyNode(Node):
+    """Publishes ArmCommand at the control rate from the latest inputs and the loaded policy version."""
+
+    def __init__(self) -> None:
+        """Declare parameters, build the controller, create the topics and the control timer."""
+        super().__init__("policy")
+        for name, (default, text) in PARAMETERS.items():
+            self.declare_parameter(name, default, ParameterDescriptor(description=text))
+        value = {name: self.get_parameter(name).value for name in PARAMETERS}
+        self.config = ControlConfig(control_rate_hz=float(value["control_rate_hz"]),
+                                    max_input_age=float(value["max_input_age_s"]),
+                                    max_delta=float(value["max_delta_m"]), family=str(value["family"]),
+                                    program=str(value["program"]))
+        self.checkpoint_root = str(value["checkpoint_root"])
+        self.controller = PolicyController(self.config)
+        self.kinematics = PandaKinematics()
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader")
+        self._embedder = None
+        self._last_reason = None
+        self.publisher = self.create_publisher(ArmCommand, "arm_command", 10)
+        self.create_subscription(JointState, "joint_states", self.on_joint_states, 10)
+        self.create_subscription(ObjectStates, "object_states", self.on_object_states, 10)
+        self.create_subscription(String, "instruction", self.on_instruction, 10)
+        self.create_subscription(PolicyVersion, "policy_version", self.on_policy_version, 10)
+        self.timer = self.create_timer(1.0 / self.config.control_rate_hz, self.on_tick)
+        if value["initial_version"]:
+            self.worker.submit(self._load, Path(self.checkpoint_root) / str(value["initial_version"]), "")
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _stamp(self, stamp: object) -> float:
+        seconds = stamp_seconds(stamp)  # type: ignore[arg-type]
+        return seconds if seconds > 0 else self._now()
+
+    def on_joint_states(self, msg: JointState) -> None:
+        """Forward kinematics of the reported joints -> the controller's arm state."""
+        try:
+            ee, opening = self.kinematics.forward(list(msg.name), list(msg.position))
+        except (KeyError, ValueError) as exc:
+            self.get_logger().warning(f"joint_states ignored: {exc}", throttle_duration_sec=5.0)
+            return
+        self.controller.set_arm(self._stamp(msg.header.stamp), ee, opening)
+
+    def on_object_states(self, msg: ObjectStates) -> None:
+        """Object states -> the controller."""
+        self.controller.set_objects(self._stamp(msg.header.stamp), objects_from_msg(msg))
+
+    def on_instruction(self, msg: String) -> None:
+        """Embed the instruction off the control path, then hand it to the controller."""
+        self.worker.submit(self._set_instruction, msg.data)
+
+    def _set_instruction(self, text: str) -> None:
+        if self._embedder is None:
+            from coda_policy.serving import embedder
+
+            self._embedder = embedder()
+        self.controller.set_instruction(text, self._embedder.embed_one(text))
+        self.get_logger().info(f"instruction: {text!r}")
+
+    def on_policy_version(self, msg: PolicyVersion) -> None:
+        """Load the announced version off the control path; swap it in when it is verified."""
+        try:
+            folder = checkpoint_folder(msg.checkpoint_uri, self.checkpoint_root)
+        except ValueError as exc:
+            self.get_logger().error(f"policy_version {msg.version_id!r} rejected: {exc}")
+            return
+        self.worker.submit(self._load, folder, msg.checkpoint_sha256)
+
+    def _load(self, folder: Path, sha256: str) -> None:
+        try:
+            loaded = load_version(folder, sha256)
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            self.get_logger().error(f"policy version in {folder} not loaded: {exc}")
+            return
+        self.controller.swap(loaded)
+        self.get_logger().info(f"policy version {loaded.version} active")
+
+    def on_tick(self) -> None:
+        """One control period: compute and publish the command; log hold reasons when they change."""
+        cmd = self.controller.tick(self._now())
+        self.publisher.publish(command_to_msg(cmd, self.get_clock().now().to_msg()))
+        if cmd.reason != self._last_reason:
+            if cmd.hold:
+                self.get_logger().warning(f"holding: {cmd.reason}")
+            self._last_reason = cmd.reason
+
+    def destroy_node(self) -> None:
+        """Stop the loader thread, then the node."""
+        self.worker.shutdown(wait=False, cancel_futures=True)
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the node until shutdown."""
+    rclpy.init(args=args)
+    node = PolicyNode()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``coda train sft|rl`` end to end through the ``coda`` entry point, with tiny settings."""
+
+from __future__ import annotations
+
+import json
+
+from coda_engine.cli import main
+from coda_policy.checkpoint import load_policy
+
+
+def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder):
+    assert main(["train", "sft", "--families", "reach", "--episodes-per-family", "3", "--steps", "5",
+                 "--batch-size", "16", "--eval-episodes", "1", "--output-dir", str(tmp_path), "--no-progress",
+                 "--version-id", "sft-cli"]) == 0
+    sft = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert sft["version_id"] == "sft-cli" and set(sft["success"]) == {"reach"}
+    assert main(["train", "rl", "--family", "reach", "--n-envs", "2", "--n-steps", "8", "--total-env-steps", "16",
+                 "--batch-size", "8", "--epochs", "1", "--output-dir", str(tmp_path), "--no-progress",
+                 "--init-from", sft["folder"], "--version-id", "rl-cli"]) == 0
+    rl = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rl["env_steps"] == 16
+    net, config = load_policy(tmp_path / "rl-cli")
+    assert config["meta"]["parent"] == sft["folder"] and net.cfg.num_stages == 2
