@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("coda_engine.commands.run", "run the co-evolution loop (make run)"),
     "doctor": ("coda_engine.commands.doctor", "check the environment: ROS 2, DDS, interfaces, simulator"),
     "bench": ("coda_engine.commands.bench", "benchmarks: coda bench core|sim|control ... --json"),
+    "critic": ("coda_critic.commands", "learned critic: coda critic train|eval --json"),
     "train": ("coda_policy.cli", "train the policy: coda train sft|rl|compare ..."),
 }
 
