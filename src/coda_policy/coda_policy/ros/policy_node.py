@@ -17,12 +17,16 @@ The logic lives in :mod:`coda_policy.control`; this node only converts and sched
 
 from __future__ import annotations
 
+import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
@@ -135,14 +139,25 @@ class PolicyNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the node until shutdown."""
-    rclpy.init(args=args)
+    """Run the node until SIGINT/SIGTERM or an external shutdown.
+
+    The signals are handled here (rclpy's own handlers are off) and the executor spins in short slices, so
+    the process leaves promptly: with rclpy's handlers it could hang in interpreter finalisation.
+    """
+    stop = threading.Event()
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     node = PolicyNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
     try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        while not stop.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+    except ExternalShutdownException:
         pass
     finally:
+        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
 
