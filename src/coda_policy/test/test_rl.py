@@ -27,7 +27,7 @@ def _cfg(tmp_path, tiny_policy_config, **kw) -> RLConfig:
 
 @pytest.mark.parametrize("shaping", [True, False])
 def test_rollout_rewards_are_shaped_by_the_program(tmp_path, tiny_policy_config, embedder, shaping):
-    cfg = _cfg(tmp_path, tiny_policy_config, n_steps=42, shaping=shaping)
+    cfg = _cfg(tmp_path, tiny_policy_config, n_envs=1, n_steps=42, shaping=shaping)
     net = build_policy(tiny_policy_config, 0).net
     net.set_num_stages(2)
     rollouts = Rollouts(cfg, embedder, np.random.default_rng(0))
@@ -46,7 +46,7 @@ def test_rollout_rewards_are_shaped_by_the_program(tmp_path, tiny_policy_config,
             expected = cfg.gamma * next_phi - phi if shaping else 0.0
             assert buffer.rewards[t, env] == pytest.approx(expected, abs=1e-5)
             checked += 1
-    assert checked > 60
+    assert checked > 30
     # Reach truncates at 40 steps: every env started a new episode by then.
     assert np.all(buffer.episode_starts[1:41].max(axis=0) == 1)
     assert set(np.unique(buffer.stages)) <= {0, 1}
