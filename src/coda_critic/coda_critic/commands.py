@@ -123,6 +123,7 @@ def _eval(args: argparse.Namespace) -> dict[str, Any]:
     features = critic.model.config.features
     accuracy: dict[str, dict[str, dict[str, float]]] = {"grounded": {}, "learned": {}}
     precision_recall: dict[str, Any] = {}
+    counts: dict[str, int] = {}
     translator = Text2Potential()
     compiled = attempted = 0
     for i, split in enumerate(args.splits):
@@ -133,8 +134,8 @@ def _eval(args: argparse.Namespace) -> dict[str, Any]:
         modes, stages, probs = predict(critic.model, examples, text)
         accuracy["grounded"][split] = {"failure_mode": 1.0, "stage": 1.0}  # the yardstick itself
         accuracy["learned"][split] = {"failure_mode": float(np.mean(modes == examples.mode)),
-                                      "stage": float(np.mean(stages == examples.stage)),
-                                      "episodes": len(examples)}
+                                      "stage": float(np.mean(stages == examples.stage))}
+        counts[split] = len(examples)
         precision_recall[split] = per_mode(examples.mode, modes)
         learned = [critic.compose(scene, eid, int(m), int(s), float(p))
                    for scene, eid, m, s, p in zip(scenes, examples.episode_ids, modes, stages, probs, strict=True)]
@@ -162,4 +163,4 @@ def _eval(args: argparse.Namespace) -> dict[str, Any]:
     return {"model": str(folder), "critic_version": critic.version, "accuracy": accuracy,
             "per_mode": {"learned": precision_recall}, "latency_ms": latency,
             "text2potential_compile_rate": compiled / attempted if attempted else 1.0,
-            "text2potential_attempts": attempted}
+            "text2potential_attempts": attempted, "episodes": counts}

@@ -124,15 +124,16 @@ def test_examples_save_and_load(tmp_path, labelled):
 def test_cli_train_and_eval(tmp_path, capsys):
     from coda_engine.cli import main
 
-    assert main(["critic", "train", "--episodes", "8", "--epochs", "2", "--workers", "1", "--out", str(tmp_path),
+    assert main(["critic", "train", "--episodes", "6", "--epochs", "2", "--workers", "1", "--out", str(tmp_path),
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["train_examples"] == 8 and result["version"].startswith("lc-")
-    assert main(["critic", "eval", "--model", result["folder"], "--episodes", "4", "--splits", "id", "position",
+    assert result["train_examples"] == 6 and result["version"].startswith("lc-")
+    assert main(["critic", "eval", "--model", result["folder"], "--episodes", "3", "--splits", "id", "position",
                  "--workers", "1", "--latency-episodes", "2", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report["accuracy"]) == {"grounded", "learned"}
-    assert set(report["accuracy"]["learned"]) == {"id", "position"}
+    assert set(report["accuracy"]["learned"]) == {"id", "position"} and report["episodes"] == {"id": 3, "position": 3}
+    assert set(report["accuracy"]["learned"]["id"]) == {"failure_mode", "stage"}
     assert 0 <= report["accuracy"]["learned"]["position"]["failure_mode"] <= 1
     assert set(report["latency_ms"]) == {"grounded", "learned"} and report["latency_ms"]["grounded"] > 0
     assert 0 < report["text2potential_compile_rate"] <= 1 or report["text2potential_attempts"] == 0
