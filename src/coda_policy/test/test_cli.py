@@ -23,3 +23,14 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder):
     assert rl["env_steps"] == 16
     net, config = load_policy(tmp_path / "rl-cli")
     assert config["meta"]["parent"] == sft["folder"] and net.cfg.num_stages == 2
+
+
+def test_coda_train_compare_runs_both_conditions_per_seed(tmp_path, capsys, embedder):
+    assert main(["train", "compare", "--family", "reach", "--seeds", "0", "1", "--n-envs", "2", "--n-steps", "8",
+                 "--total-env-steps", "16", "--batch-size", "8", "--epochs", "1", "--output-dir", str(tmp_path),
+                 "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["seeds"] == [0, 1] and len(out["shaped"]["runs"]) == len(out["sparse"]["runs"]) == 2
+    folders = {r["folder"] for name in ("shaped", "sparse") for r in out[name]["runs"]}
+    assert len(folders) == 4  # one run folder per condition and seed
+    assert all(r["env_steps"] == 16 for name in ("shaped", "sparse") for r in out[name]["runs"])
