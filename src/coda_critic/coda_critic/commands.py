@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ev.add_argument("--seed", type=int, default=1001, help="seed of the held-out scenes (differs from training)")
     ev.add_argument("--workers", type=int, default=2, help="processes generating episodes")
     ev.add_argument("--latency-episodes", type=int, default=20, help="episodes timed one by one per backend")
+    ev.add_argument("--threads", type=int, default=1,
+                    help="torch threads of this process (1 avoids thread hand-off stalls on a busy 2-core machine)")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -108,6 +110,8 @@ def per_mode(truth: np.ndarray, pred: np.ndarray) -> dict[str, dict[str, float]]
 
 
 def _eval(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
     from coda_critic.actors import applicable_actors, make_actor
     from coda_critic.dataset import generate_examples
     from coda_critic.grounded import GroundedCritic
@@ -118,6 +122,7 @@ def _eval(args: argparse.Namespace) -> dict[str, Any]:
     from coda_engine.sim.generator import generate
     from coda_engine.sim.scene import SceneParams
 
+    torch.set_num_threads(max(1, args.threads))
     folder = args.model or _newest(DEFAULT_ROOT)
     critic = load_critic(folder)
     features = critic.model.config.features

@@ -246,6 +246,10 @@ class LearnedCritic:
     def diagnose(self, episodes: Sequence[EpisodeLike]) -> list[Diagnosis]:
         """One diagnosis per episode; :class:`CriticInputError` for empty or malformed keyframes."""
         examples = episode_features(episodes, self.model.config.features)
+        if self.embedder is None:  # one embedder (and its per-string cache) for the critic's lifetime
+            from coda_engine.text_embedding import TextEmbedder
+
+            self.embedder = TextEmbedder()
         text = embed_instructions(examples.instructions, self.embedder)
         modes, stages, probs = predict(self.model, examples, text)
         return [self.compose(ep.scene, ep.episode_id, int(m), int(s), float(p))
