@@ -42,6 +42,8 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "program": ("", "staged potential program source (overrides the family's)"),
     "checkpoint_root": ("", "folder of version folders; relative checkpoint URIs resolve under it"),
     "initial_version": ("", "version folder under checkpoint_root loaded at start-up (empty: none)"),
+    "trigger": ("timer", "'timer': command at control_rate_hz; 'joint_states': one command per joint_states message"),
+    "executor": ("single", "'single' (SingleThreadedExecutor) or 'events' (rclpy's EventsExecutor, lower latency)"),
 }
 
 
@@ -69,7 +71,12 @@ class PolicyNode(Node):
         self.create_subscription(ObjectStates, "object_states", self.on_object_states, 10)
         self.create_subscription(String, "instruction", self.on_instruction, 10)
         self.create_subscription(PolicyVersion, "policy_version", self.on_policy_version, 10)
-        self.timer = self.create_timer(1.0 / self.config.control_rate_hz, self.on_tick)
+        self.trigger = str(value["trigger"])
+        if self.trigger not in ("timer", "joint_states"):
+            raise ValueError(f"parameter trigger={self.trigger!r} must be 'timer' or 'joint_states'")
+        self._obs_stamp = None
+        if self.trigger == "timer":
+            self.timer = self.create_timer(1.0 / self.config.control_rate_hz, self.on_tick)
         if value["initial_version"]:
             self.worker.submit(self._load, Path(self.checkpoint_root) / str(value["initial_version"]), "")
 
@@ -88,6 +95,9 @@ class PolicyNode(Node):
             self.get_logger().warning(f"joint_states ignored: {exc}", throttle_duration_sec=5.0)
             return
         self.controller.set_arm(self._stamp(msg.header.stamp), ee, opening)
+        self._obs_stamp = msg.header.stamp
+        if self.trigger == "joint_states":
+            self.on_tick()
 
     def on_object_states(self, msg: ObjectStates) -> None:
         """Object states -> the controller."""
@@ -126,7 +136,9 @@ class PolicyNode(Node):
     def on_tick(self) -> None:
         """One control period: compute and publish the command; log hold reasons when they change."""
         cmd = self.controller.tick(self._now())
-        self.publisher.publish(command_to_msg(cmd, self.get_clock().now().to_msg()))
+        # The command is stamped with the observation it was computed from (ArmCommand.header).
+        stamp = self._obs_stamp if self._obs_stamp is not None else self.get_clock().now().to_msg()
+        self.publisher.publish(command_to_msg(cmd, stamp))
         if cmd.reason != self._last_reason:
             if cmd.hold:
                 self.get_logger().warning(f"holding: {cmd.reason}")
@@ -149,7 +161,12 @@ def main(args: list[str] | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     node = PolicyNode()
-    executor = SingleThreadedExecutor()
+    if node.get_parameter("executor").value == "events":
+        from rclpy.experimental import EventsExecutor
+
+        executor = EventsExecutor()
+    else:
+        executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
         while not stop.is_set() and rclpy.ok():
