@@ -13,8 +13,11 @@ if [ -z "${ROS_DISTRO:-}" ] || [ "${_CODA_WHEELS:-0}" = 1 ]; then
   # The venv is the ROS prefix. AMENT_PREFIX_PATH must hold it before install/setup.bash is
   # sourced: the venv has no local_setup file, so the workspace setup would not chain it.
   export _CODA_WHEELS=1
-  case ":${AMENT_PREFIX_PATH:-}:" in *":$VIRTUAL_ENV:"*) ;; *) export AMENT_PREFIX_PATH="$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}" ;; esac
-  case ":${CMAKE_PREFIX_PATH:-}:" in *":$VIRTUAL_ENV:"*) ;; *) export CMAKE_PREFIX_PATH="$VIRTUAL_ENV${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}" ;; esac
+  # Without a sourced distribution the venv is the only ROS prefix: entries left by another checkout's
+  # env.sh are dropped, so two workspaces never mix.
+  export AMENT_PREFIX_PATH="$VIRTUAL_ENV"
+  export CMAKE_PREFIX_PATH="$VIRTUAL_ENV"
+  unset COLCON_PREFIX_PATH
   export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 fi
 if [ -f "$_coda_root/install/setup.bash" ]; then
