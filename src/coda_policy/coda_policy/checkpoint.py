@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,21 @@ def make_version_id(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}-{digest}"
 
 
+def run_config_dict(config: Any, with_version: bool = True) -> dict[str, Any]:
+    """Return a training run's config (SFTConfig, RLConfig) as a JSON-friendly dict.
+
+    Without version id and output dir it is what the version id hashes.
+    """
+    data = asdict(config)
+    data["policy"] = config.policy.to_dict()
+    data["output_dir"] = str(config.output_dir)
+    data.pop("progress")
+    if not with_version:
+        data.pop("version_id")
+        data.pop("output_dir")
+    return data
+
+
 def _atomic_write_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     with os.fdopen(fd, "w") as f:
@@ -41,8 +57,13 @@ def _atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def save_checkpoint(folder: Path | str, net: CodaPolicyNet, version_id: str, meta: dict[str, Any] | None = None,
-                    trainer_state: dict[str, Any] | None = None) -> Path:
+def save_checkpoint(
+    folder: Path | str,
+    net: CodaPolicyNet,
+    version_id: str,
+    meta: dict[str, Any] | None = None,
+    trainer_state: dict[str, Any] | None = None,
+) -> Path:
     """Write ``net`` to ``folder`` (created); the weights file is replaced atomically. Returns ``folder``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ generator) or starts from another checkpoint (``init_from``, e.g. an SFT version
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from coda_core_cpp import PotentialProgram, RolloutBuffer, shape_rewards
-from coda_policy.checkpoint import load_policy, load_trainer_state, make_version_id, save_checkpoint
+from coda_policy.checkpoint import load_policy, load_trainer_state, make_version_id, run_config_dict, save_checkpoint
 from coda_policy.config import PolicyConfig
 from coda_policy.evaluation import success_rates
 from coda_policy.metrics import MetricsLog
@@ -104,8 +104,7 @@ class RLConfig:
         errors = []
         if self.family not in FAMILIES:
             errors.append(f"RLConfig.family={self.family!r} must be one of {sorted(FAMILIES)}")
-        for name in ("n_envs", "n_steps", "total_env_steps", "epochs", "batch_size", "checkpoint_every",
-                     "num_threads"):
+        for name in ("n_envs", "n_steps", "total_env_steps", "epochs", "batch_size", "checkpoint_every", "num_threads"):
             if getattr(self, name) < 1:
                 errors.append(f"RLConfig.{name}={getattr(self, name)} must be >= 1")
         for name in ("gamma", "gae_lambda"):
@@ -129,14 +128,7 @@ class RLConfig:
 
     def to_dict(self, with_version: bool = True) -> dict[str, Any]:
         """JSON-friendly dict of the settings."""
-        data = asdict(self)
-        data["policy"] = self.policy.to_dict()
-        data["output_dir"] = str(self.output_dir)
-        data.pop("progress")
-        if not with_version:
-            data.pop("version_id")
-            data.pop("output_dir")
-        return data
+        return run_config_dict(self, with_version)
 
     @property
     def program_source(self) -> str:
@@ -157,8 +149,9 @@ class Rollouts:
         from coda_engine.sim.scene import SceneParams
 
         self.cfg, self.embedder = cfg, embedder
-        self.envs = [CodaSimEnv(cfg.family, SceneParams(split=cfg.split), program=cfg.program or None)
-                     for _ in range(cfg.n_envs)]
+        self.envs = [
+            CodaSimEnv(cfg.family, SceneParams(split=cfg.split), program=cfg.program or None) for _ in range(cfg.n_envs)
+        ]
         n = cfg.n_envs
         self.obs = np.zeros((n, self.envs[0].observation_space.shape[0]), dtype=np.float32)
         self.instr = np.zeros((n, 384), dtype=np.float32)
@@ -205,16 +198,24 @@ class Rollouts:
                 rewards[i], terminated[i], next_phi[i], next_obs[i] = reward, term, info["phi"], obs
                 if trunc and not term:
                     truncated_final.append((i, obs))
-            shaped = (shape_rewards(rewards, self.phi, next_phi, terminated, cfg.gamma) if cfg.shaping
-                      else rewards.copy())
+            shaped = (
+                shape_rewards(rewards, self.phi, next_phi, terminated, cfg.gamma) if cfg.shaping else rewards.copy()
+            )
             stored = shaped.copy()
             if truncated_final:
                 idx = [i for i, _ in truncated_final]
                 final = torch.from_numpy(np.stack([o for _, o in truncated_final]))
                 _, final_values = net(final, torch.from_numpy(self.instr[idx]))
                 stored[idx] += cfg.gamma * net.stage_value(final_values, final).numpy()
-            buffer.add(np.concatenate([self.obs, self.instr], axis=1), actions.numpy(), stored,
-                       self.episode_start, value, log_probs.numpy(), heads)
+            buffer.add(
+                np.concatenate([self.obs, self.instr], axis=1),
+                actions.numpy(),
+                stored,
+                self.episode_start,
+                value,
+                log_probs.numpy(),
+                heads,
+            )
             self.ep_return += rewards
             self.ep_shaped += shaped
             self.ep_len += 1
@@ -222,8 +223,14 @@ class Rollouts:
             done = terminated.astype(bool) | np.isin(np.arange(cfg.n_envs), [i for i, _ in truncated_final])
             self.episode_start = done.astype(np.float32)
             for i in np.flatnonzero(done):
-                self.finished.append({"success": float(terminated[i]), "return": float(self.ep_return[i]),
-                                      "shaped_return": float(self.ep_shaped[i]), "length": int(self.ep_len[i])})
+                self.finished.append(
+                    {
+                        "success": float(terminated[i]),
+                        "return": float(self.ep_return[i]),
+                        "shaped_return": float(self.ep_shaped[i]),
+                        "length": int(self.ep_len[i]),
+                    }
+                )
                 self._reset(int(i))
         obs_t = torch.from_numpy(self.obs)
         _, values = net(obs_t, torch.from_numpy(self.instr))
@@ -235,16 +242,22 @@ class Rollouts:
         return out
 
 
-def ppo_update(net: CodaPolicyNet, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer, cfg: RLConfig,
-               seed: int) -> dict[str, float]:
+def ppo_update(
+    net: CodaPolicyNet, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer, cfg: RLConfig, seed: int
+) -> dict[str, float]:
     """PPO epochs over the buffer's minibatches (order seeded by ``seed``); returns mean losses and diagnostics.
 
     Policy loss: clipped surrogate on per-minibatch normalised advantages. Value loss: squared error between
     the value of the transition's stage head and its GAE return.
     """
     obs_dim = net.cfg.obs_dim
-    sums: dict[str, float] = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0,
-                              "clip_fraction": 0.0}
+    sums: dict[str, float] = {
+        "policy_loss": 0.0,
+        "value_loss": 0.0,
+        "entropy": 0.0,
+        "approx_kl": 0.0,
+        "clip_fraction": 0.0,
+    }
     count = 0
     for epoch in range(cfg.epochs):
         for mb in buffer.minibatches(cfg.batch_size, seed * 1000 + epoch):
@@ -348,8 +361,14 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
     per_rollout = cfg.n_steps * cfg.n_envs
     total_updates = -(-cfg.total_env_steps // per_rollout)
     history: list[list[dict[str, float]]] = []
-    bar = tqdm(range(update, total_updates), desc=f"rl {cfg.version_id}", disable=not cfg.progress,
-               dynamic_ncols=True, initial=update, total=total_updates)
+    bar = tqdm(
+        range(update, total_updates),
+        desc=f"rl {cfg.version_id}",
+        disable=not cfg.progress,
+        dynamic_ncols=True,
+        initial=update,
+        total=total_updates,
+    )
     for update in bar:
         last_values = rollouts.collect(net, buffer, generator)
         buffer.compute_gae(last_values, rollouts.episode_start, cfg.gamma, cfg.gae_lambda)
@@ -357,37 +376,76 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
         env_steps += per_rollout
         finished = rollouts.pop_finished()
         history.append(finished)
-        row = {"update": update + 1, "env_steps": env_steps, "episodes": len(finished),
-               "success_rate": float(np.mean([f["success"] for f in finished])) if finished else None,
-               "return": float(np.mean([f["return"] for f in finished])) if finished else None,
-               "shaped_return": float(np.mean([f["shaped_return"] for f in finished])) if finished else None,
-               "reward_mean": float(buffer.rewards.mean()), "std": float(net.log_std.detach().exp().mean()), **losses}
+        row = {
+            "update": update + 1,
+            "env_steps": env_steps,
+            "episodes": len(finished),
+            "success_rate": float(np.mean([f["success"] for f in finished])) if finished else None,
+            "return": float(np.mean([f["return"] for f in finished])) if finished else None,
+            "shaped_return": float(np.mean([f["shaped_return"] for f in finished])) if finished else None,
+            "reward_mean": float(buffer.rewards.mean()),
+            "std": float(net.log_std.detach().exp().mean()),
+            **losses,
+        }
         log.write("rollout", **row)
-        bar.set_postfix(succ="-" if row["success_rate"] is None else f"{row['success_rate']:.2f}",
-                        vloss=f"{losses['value_loss']:.3f}", kl=f"{losses['approx_kl']:.3f}")
+        bar.set_postfix(
+            succ="-" if row["success_rate"] is None else f"{row['success_rate']:.2f}",
+            vloss=f"{losses['value_loss']:.3f}",
+            kl=f"{losses['approx_kl']:.3f}",
+        )
         if (update + 1) % cfg.checkpoint_every == 0 or update + 1 == total_updates:
             _save(folder, net, cfg, optimizer, generator, env_steps, update + 1)
     eval_success = None
     if cfg.eval_episodes:
-        eval_success = success_rates(net, (cfg.family,), cfg.eval_episodes,
-                                     np.random.default_rng([cfg.seed, 99]), cfg.split, embedder)[cfg.family]
+        eval_success = success_rates(
+            net, (cfg.family,), cfg.eval_episodes, np.random.default_rng([cfg.seed, 99]), cfg.split, embedder
+        )[cfg.family]
         log.write("success", split=cfg.split, episodes=cfg.eval_episodes, **{cfg.family: eval_success})
         _save(folder, net, cfg, optimizer, generator, env_steps, total_updates, eval_success)
-    tail = [f for fs in history[-max(1, len(history) // 4):] for f in fs]
-    result = RLResult(folder, cfg.version_id, env_steps, sum(len(h) for h in history),
-                      float(np.mean([f["success"] for f in tail])) if tail else 0.0, eval_success, time.time() - start)
-    log.write("done", env_steps=env_steps, success_rate_last=result.success_rate_last, eval_success=eval_success,
-              seconds=result.seconds)
+    tail = [f for fs in history[-max(1, len(history) // 4) :] for f in fs]
+    result = RLResult(
+        folder,
+        cfg.version_id,
+        env_steps,
+        sum(len(h) for h in history),
+        float(np.mean([f["success"] for f in tail])) if tail else 0.0,
+        eval_success,
+        time.time() - start,
+    )
+    log.write(
+        "done",
+        env_steps=env_steps,
+        success_rate_last=result.success_rate_last,
+        eval_success=eval_success,
+        seconds=result.seconds,
+    )
     log.close()
     return result
 
 
-def _save(folder: Path, net: CodaPolicyNet, cfg: RLConfig, optimizer: torch.optim.Optimizer,
-          generator: torch.Generator, env_steps: int, update: int, eval_success: float | None = None) -> None:
-    meta = {"trainer": "rl", "rl": cfg.to_dict(), "env_steps": env_steps, "parent": cfg.init_from or None,
-            "eval_success": eval_success}
-    state = {"optimizer": optimizer.state_dict(), "generator": generator.get_state(), "env_steps": env_steps,
-             "update": update}
+def _save(
+    folder: Path,
+    net: CodaPolicyNet,
+    cfg: RLConfig,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    env_steps: int,
+    update: int,
+    eval_success: float | None = None,
+) -> None:
+    meta = {
+        "trainer": "rl",
+        "rl": cfg.to_dict(),
+        "env_steps": env_steps,
+        "parent": cfg.init_from or None,
+        "eval_success": eval_success,
+    }
+    state = {
+        "optimizer": optimizer.state_dict(),
+        "generator": generator.get_state(),
+        "env_steps": env_steps,
+        "update": update,
+    }
     was_training = net.training
     net.eval()
     save_checkpoint(folder, net, cfg.version_id, meta, state)

@@ -10,7 +10,7 @@ success rate per family on new scenes of the split and save the checkpoint in th
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from coda_policy.checkpoint import make_version_id, save_checkpoint
+from coda_policy.checkpoint import make_version_id, run_config_dict, save_checkpoint
 from coda_policy.config import PolicyConfig
 from coda_policy.data import DemoSet, collect
 from coda_policy.evaluation import success_rates
@@ -98,14 +98,7 @@ class SFTConfig:
 
     def to_dict(self, with_version: bool = True) -> dict[str, Any]:
         """JSON-friendly dict of the settings."""
-        data = asdict(self)
-        data["policy"] = self.policy.to_dict()
-        data["output_dir"] = str(self.output_dir)
-        data.pop("progress")
-        if not with_version:
-            data.pop("version_id")
-            data.pop("output_dir")
-        return data
+        return run_config_dict(self, with_version)
 
 
 @dataclass
@@ -158,15 +151,16 @@ def validation_loss(policy: CodaPolicy, data: dict[str, torch.Tensor], batch_siz
     n = len(data["obs"])
     total = 0.0
     for start in range(0, n, batch_size):
-        part = {k: v[start:start + batch_size] for k, v in data.items()}
+        part = {k: v[start : start + batch_size] for k, v in data.items()}
         loss, _ = policy.forward(part)
         total += float(loss) * len(part["obs"])
     policy.net.train(was_training)
     return total / max(n, 1)
 
 
-def sft_step(policy: CodaPolicy, optimizer: torch.optim.Optimizer, batch: dict[str, torch.Tensor],
-             grad_clip: float) -> dict[str, float]:
+def sft_step(
+    policy: CodaPolicy, optimizer: torch.optim.Optimizer, batch: dict[str, torch.Tensor], grad_clip: float
+) -> dict[str, float]:
     """One behaviour-cloning update: loss, backward, clip, step. Returns the loss parts."""
     loss, info = policy.forward(batch)
     optimizer.zero_grad(set_to_none=True)
@@ -192,11 +186,18 @@ def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | N
     policy.net.train()
     optimizer = torch.optim.AdamW(policy.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: 0.05 + 0.95 * 0.5 * (1.0 + np.cos(np.pi * min(s / cfg.steps, 1.0))))
+        optimizer, lambda s: 0.05 + 0.95 * 0.5 * (1.0 + np.cos(np.pi * min(s / cfg.steps, 1.0)))
+    )
     folder = cfg.output_dir / cfg.version_id
     log = MetricsLog(folder / "metrics.jsonl")
-    log.write("config", **cfg.to_dict(), train_steps=len(train_set), val_steps=len(val_set),
-              train_episodes=len(np.unique(train_set.episode)), val_episodes=len(np.unique(val_set.episode)))
+    log.write(
+        "config",
+        **cfg.to_dict(),
+        train_steps=len(train_set),
+        val_steps=len(val_set),
+        train_episodes=len(np.unique(train_set.episode)),
+        val_episodes=len(np.unique(val_set.episode)),
+    )
     gen = torch.Generator().manual_seed(cfg.seed)
     first_val = val_loss = validation_loss(policy, val)
     log.write("val", step=0, val_loss=val_loss)
@@ -207,7 +208,7 @@ def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | N
         idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=gen)
         info = sft_step(policy, optimizer, {k: v[idx] for k, v in train.items()}, cfg.grad_clip)
         schedule.step()
-        recent = [*recent[-(cfg.eval_every - 1):], info["bc_loss"]]
+        recent = [*recent[-(cfg.eval_every - 1) :], info["bc_loss"]]
         if step % cfg.eval_every == 0 or step == cfg.steps:
             val_loss = validation_loss(policy, val)
             log.write("train", step=step, lr=schedule.get_last_lr()[0], train_loss=float(np.mean(recent)), **info)
@@ -217,8 +218,13 @@ def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | N
     if cfg.eval_episodes:
         success = success_rates(policy.net, cfg.families, cfg.eval_episodes, eval_rng, cfg.split, embedder)
         log.write("success", split=cfg.split, episodes=cfg.eval_episodes, **success)
-    meta = {"trainer": "sft", "sft": cfg.to_dict(), "val_loss": val_loss, "success": success,
-            "train_episodes": len(np.unique(train_set.episode))}
+    meta = {
+        "trainer": "sft",
+        "sft": cfg.to_dict(),
+        "val_loss": val_loss,
+        "success": success,
+        "train_episodes": len(np.unique(train_set.episode)),
+    }
     policy.net.eval()
     save_checkpoint(folder, policy.net, cfg.version_id, meta)
     seconds = time.time() - start
