@@ -112,7 +112,7 @@ STAMP_BUILD="$ROOT/install/.coda-build.stamp"
 need_build=1
 if [ "$FORCE" = 0 ] && [ -f "$STAMP_BUILD" ] && [ -f "$ROOT/install/setup.bash" ]; then
   # Rebuild when any source file is newer than the last successful build.
-  if [ -z "$(find src -newer "$STAMP_BUILD" -not -path '*/__pycache__/*' -not -name '*.pyc' -print -quit)" ] \
+  if [ -z "$(find src -type f -newer "$STAMP_BUILD" -not -path '*/__pycache__/*' -not -path '*.egg-info/*' -not -name '*.pyc' -print -quit)" ] \
      && [ "$STAMP_PKGS" -ot "$STAMP_BUILD" ]; then
     need_build=0
   fi
