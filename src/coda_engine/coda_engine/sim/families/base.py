@@ -18,6 +18,16 @@ OPEN, CLOSE = -1.0, 1.0
 CARRY_Z = 0.17
 """Height at which experts move objects between places, m."""
 
+REACH_AND_GRASP_STAGES = (
+    "stage reach:\n"
+    "  progress = 1 - clip(dist(ee_pos, target_pos) / 0.4, 0, 1)\n"
+    "  done     = dist(ee_pos, target_pos) < 0.03\n"
+    "stage grasp:\n"
+    "  progress = clip((0.08 - gripper) / (0.08 - 2 * target_size.x), 0, 1)\n"
+    "  done     = gripper < 2 * target_size.x + 0.005 and dist(ee_pos, target_pos) < 0.03\n"
+)
+"""The first two stages of every family that picks its target up (pick_place, stack)."""
+
 
 @dataclass
 class WorldState:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coda_engine.sim.families.base import CARRY_Z, Draw, PickAndPlaceExpert, WorldState
+from coda_engine.sim.families.base import CARRY_Z, REACH_AND_GRASP_STAGES, Draw, PickAndPlaceExpert, WorldState
 from coda_engine.sim.scene import (
     ROLE_GOAL,
     ROLE_TARGET,
@@ -17,13 +17,7 @@ from coda_engine.sim.scene import (
     ObjectSpec,
 )
 
-PROGRAM = (
-    "stage reach:\n"
-    "  progress = 1 - clip(dist(ee_pos, target_pos) / 0.4, 0, 1)\n"
-    "  done     = dist(ee_pos, target_pos) < 0.03\n"
-    "stage grasp:\n"
-    "  progress = clip((0.08 - gripper) / (0.08 - 2 * target_size.x), 0, 1)\n"
-    "  done     = gripper < 2 * target_size.x + 0.005 and dist(ee_pos, target_pos) < 0.03\n"
+PROGRAM = REACH_AND_GRASP_STAGES + (
     "stage lift:\n"
     "  progress = clip((target_pos.z - target_size.z) / 0.1, 0, 1)\n"
     "  done     = target_pos.z > target_size.z + 0.1\n"
