@@ -77,6 +77,12 @@ class RLConfig:
     """Gradient norm clip."""
     init_from: str = ""
     """Checkpoint folder to start from (e.g. an SFT version); empty starts from a fresh network (``policy``)."""
+    init_log_std: float | None = None
+    """Log standard deviation of the action noise at the start of a run from ``init_from`` (None keeps the
+    checkpoint's); a fine-tuned SFT policy explores around what it imitates with a smaller noise."""
+    value_warmup_rollouts: int = 0
+    """First rollouts in which only the critic MLP learns (actor and shared encoder kept), so that a policy
+    fine-tuned from SFT is not pushed around by advantages of untrained value heads."""
     resume: bool = True
     """Continue from ``output_dir / version_id`` when it holds a trainer state."""
     checkpoint_every: int = 10
@@ -114,7 +120,9 @@ class RLConfig:
             errors.append(f"RLConfig.lr={self.lr} must be in (0, 1)")
         if not 0.0 < self.clip_range < 1.0:
             errors.append(f"RLConfig.clip_range={self.clip_range} must be in (0, 1)")
-        for name in ("vf_coef", "ent_coef", "eval_episodes"):
+        if self.init_log_std is not None and not -5.0 <= self.init_log_std <= 1.0:
+            errors.append(f"RLConfig.init_log_std={self.init_log_std} must be in [-5, 1]")
+        for name in ("vf_coef", "ent_coef", "eval_episodes", "value_warmup_rollouts"):
             if getattr(self, name) < 0:
                 errors.append(f"RLConfig.{name}={getattr(self, name)} must be >= 0")
         if self.max_grad_norm <= 0:
@@ -243,13 +251,19 @@ class Rollouts:
 
 
 def ppo_update(
-    net: CodaPolicyNet, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer, cfg: RLConfig, seed: int
+    net: CodaPolicyNet,
+    optimizer: torch.optim.Optimizer,
+    buffer: RolloutBuffer,
+    cfg: RLConfig,
+    seed: int,
+    value_only: bool = False,
 ) -> dict[str, float]:
     """PPO epochs over the buffer's minibatches (order seeded by ``seed``); returns mean losses and diagnostics.
 
     Policy loss: clipped surrogate on per-minibatch normalised advantages. Value loss: squared error between
-    the value of the transition's stage head and its GAE return.
+    the value of the transition's stage head and its GAE return. ``value_only`` steps the critic MLP alone.
     """
+    critic_params = {id(p) for p in net.critic.parameters()}
     obs_dim = net.cfg.obs_dim
     sums: dict[str, float] = {
         "policy_loss": 0.0,
@@ -278,7 +292,13 @@ def ppo_update(
             entropy = net.entropy()
             loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            if value_only:
+                (cfg.vf_coef * value_loss).backward()
+                for p in net.parameters():  # Adam skips parameters without a gradient
+                    if id(p) not in critic_params:
+                        p.grad = None
+            else:
+                loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
@@ -314,6 +334,9 @@ class RLResult:
 def _initial_net(cfg: RLConfig, num_stages: int) -> CodaPolicyNet:
     if cfg.init_from:
         net, _ = load_policy(cfg.init_from)
+        if cfg.init_log_std is not None:
+            with torch.no_grad():
+                net.log_std.fill_(cfg.init_log_std)
     else:
         net = build_policy(PolicyConfig.from_dict(cfg.policy.to_dict()), cfg.seed).net
     if net.cfg.num_stages != num_stages:
@@ -372,7 +395,8 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
     for update in bar:
         last_values = rollouts.collect(net, buffer, generator)
         buffer.compute_gae(last_values, rollouts.episode_start, cfg.gamma, cfg.gae_lambda)
-        losses = ppo_update(net, optimizer, buffer, cfg, cfg.seed * 100_003 + update)
+        losses = ppo_update(net, optimizer, buffer, cfg, cfg.seed * 100_003 + update,
+                            value_only=update < cfg.value_warmup_rollouts)
         env_steps += per_rollout
         finished = rollouts.pop_finished()
         history.append(finished)

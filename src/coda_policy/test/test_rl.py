@@ -67,6 +67,11 @@ def test_ppo_update_changes_the_network_and_uses_every_head(tmp_path, tiny_polic
     assert all(np.isfinite(v) for v in losses.values())
     changed = [k for k, v in net.state_dict().items() if not torch.equal(v, before[k])]
     assert "critic.4.weight" in changed and "actor.4.weight" in changed
+    # A value-only (warm-up) update moves the critic MLP and nothing else.
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    ppo_update(net, torch.optim.Adam(net.parameters(), lr=1e-3), buffer, cfg, seed=1, value_only=True)
+    changed = {k for k, v in net.state_dict().items() if not torch.equal(v, before[k])}
+    assert changed and all(k.startswith("critic.") for k in changed), changed
 
 
 def test_train_rl_runs_saves_and_is_deterministic(tmp_path, tiny_policy_config, embedder):
@@ -91,9 +96,14 @@ def test_train_rl_resumes_and_starts_from_a_checkpoint(tmp_path, tiny_policy_con
     rows = read_metrics(more.folder / "metrics.jsonl", "rollout")
     assert [r["env_steps"] for r in rows] == [16, 32, 48]
     child = train_rl(_cfg(tmp_path, tiny_policy_config, init_from=str(first.folder), family="pick_place",
-                          total_env_steps=16), embedder)
+                          total_env_steps=16, init_log_std=-2.0, value_warmup_rollouts=1), embedder)
     net, config = load_policy(child.folder)
     assert net.cfg.num_stages == 4 and config["meta"]["parent"] == str(first.folder)
+    # One rollout of value warm-up: the actor and its noise are still the parent's (noise reset to init_log_std).
+    parent, _ = load_policy(first.folder)
+    for name, value in parent.actor.state_dict().items():
+        assert torch.equal(value, net.actor.state_dict()[name]), name
+    assert torch.allclose(net.log_std, torch.full_like(net.log_std, -2.0))
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
@@ -102,6 +112,8 @@ def test_train_rl_resumes_and_starts_from_a_checkpoint(tmp_path, tiny_policy_con
     ({"clip_range": 0.0}, "clip_range"),
     ({"n_envs": 0}, "n_envs"),
     ({"init_from": "/nonexistent"}, "init_from"),
+    ({"init_log_std": 3.0}, "init_log_std"),
+    ({"value_warmup_rollouts": -1}, "value_warmup_rollouts"),
 ])
 def test_bad_rl_config_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=f"RLConfig.{field}"):
