@@ -28,6 +28,6 @@ setup(
     extras_require={"test": ["pytest"]},
     entry_points={
         # Console scripts land in lib/coda_critic/ (setup.cfg), where `ros2 run` looks.
-        "console_scripts": [],
+        "console_scripts": ["critic = coda_critic.ros.critic_node:main"],
     },
 )
