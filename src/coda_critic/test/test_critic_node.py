@@ -1,6 +1,10 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""The ``critic`` node as a real process over DDS, fed with real MuJoCo episodes."""
+"""The ``critic`` node as a real process over DDS, fed with real MuJoCo episodes.
+
+The vlm backend is served from a tiny random LLaVA built and saved here (byte-level tokenizer, CLIP
+tower, one Llama layer), loaded by the node through the real loading code.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +13,26 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message, serialize_message
 
 from coda_critic.dataset import FeatureConfig, episode_features, label
-from coda_critic.diagnosis import Diagnosis
+from coda_critic.diagnosis import MODES, Diagnosis
+from coda_critic.episode_input import SceneBook, episodes_from_results
 from coda_critic.generation import GenerationConfig, GenerationPlanner
 from coda_critic.grounded import GroundedCritic
 from coda_critic.learned import LearnedConfig, embed_instructions, load_critic, save_model, train
+from coda_critic.ros import critic_node
 from coda_critic.text2potential import ProgramSpec, training_plan
+from coda_critic.vlm import DECODINGS, VlmConfig, VlmCritic
 from coda_engine.ros.convert import dict_to_msg, msg_to_dict
-from coda_engine.ros.images import image_to_msg
+from coda_engine.ros.images import image_to_msg, msg_to_image
 from coda_engine.text_embedding import TextEmbedder
 from coda_msgs.msg import Diagnosis as DiagnosisMsg
 from coda_msgs.msg import EpisodeResult, GenerationProgram, PotentialProgram, SceneSpec, TrainingProgram
@@ -104,6 +113,19 @@ def recorded(episodes):
     return list(episodes.values())
 
 
+def test_config_file_sets_every_parameter_with_a_comment():
+    import yaml
+
+    path = Path(critic_node.__file__).resolve().parents[2] / "config" / "critic.yaml"
+    ((key, section),) = yaml.safe_load(path.read_text()).items()
+    assert key == "/**"  # whatever the node's namespace
+    values = section["ros__parameters"]
+    assert values == {name: default for name, (default, _) in critic_node.PARAMETERS.items()}
+    assert critic_node.parameter_problems(values) == []
+    lines = [line for line in path.read_text().splitlines() if line.startswith("    ")]
+    assert len(lines) == len(values) and all(" # " in line for line in lines)
+
+
 def test_service_diagnoses_like_grounded_rejects_bad_requests_and_serves_learned(
     tmp_path, recorded, rclpy_node, start_process
 ):
@@ -177,7 +199,8 @@ def test_service_diagnoses_like_grounded_rejects_bad_requests_and_serves_learned
         "empty keyframes": ([msgs[0], blind], "auto"),
         "empty trajectory": (edited(lambda m: setattr(m, "trajectory", [])), ""),
         "status REJECTED": (edited(lambda m: setattr(m, "status", EpisodeResult.STATUS_REJECTED)), ""),
-        "backend 'vlm' is not served here": ([one], "vlm"),
+        "backend 'oracle' is not served here; choose one of grounded, learned, auto, vlm": ([one], "oracle"),
+        "backend vlm is not available: the vlm_model parameter is empty": ([one], "vlm"),
         "no trained critic under": ([without_privileged_state(one)], "learned"),
     }
     for expected_text, (episodes, backend) in bad_requests.items():
@@ -285,3 +308,196 @@ def test_topic_episodes_give_diagnoses_and_programs_bad_ones_are_dropped(recorde
     again = call(rclpy_node, client, [msgs[failing[1]]])
     assert again.success, again.error
     assert proc.poll() is None
+
+
+# ---------------------------------------------------------------------------------------------- backend vlm
+VLM_PICKS = [("pick_place", "offset_grasp"), ("reach", "wrong_object")]
+
+
+def byte_tokenizer():
+    """Return a byte-level tokenizer (256 byte tokens, no merges) with special tokens and ``<image>``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    return tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory):
+    """Save a random LLaVA (CLIP tower 16 px / 8 px patches, one Llama layer of width 32) to a folder."""
+    import torch
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    tokenizer = byte_tokenizer()
+    vision = CLIPVisionConfig(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=16, patch_size=8
+    )
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        vision_feature_layer=-1,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+    )
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("tiny_llava")
+    LlavaForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def as_received(msgs: list[EpisodeResult], scenes: list[Any]) -> list[Any]:
+    """Return the episodes the node reads from ``msgs``: CDR round trip, decoded keyframes, episode_input."""
+    book = SceneBook()
+    for scene in scenes:
+        book.add(scene.to_dict())
+    results = []
+    for msg in msgs:
+        got = deserialize_message(serialize_message(msg), EpisodeResult)
+        frames = [msg_to_image(image) for image in got.keyframes]
+        got.keyframes = []
+        results.append({**msg_to_dict(got), "keyframes": frames})
+    return episodes_from_results(results, book)
+
+
+def set_parameters(node: Any, client: Any, **values: str) -> list[Any]:
+    """Set string parameters of the critic at run time; return one SetParametersResult per parameter."""
+    params = [
+        Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value))
+        for name, value in values.items()
+    ]
+    future = client.call_async(SetParameters.Request(parameters=params))
+    assert spin_until(node, future.done), "no answer from set_parameters"
+    return list(future.result().results)
+
+
+def test_vlm_backend_constrained_answers_free_falls_back_to_learned(
+    tmp_path, recorded, episodes, tiny_vlm, rclpy_node, start_process
+):
+    assert critic_node.VLM_DECODINGS == DECODINGS
+    root, cache = tmp_path / "critics", tmp_path / "text_cache.npz"
+    root.mkdir()
+    proc = start_process(
+        critic_cmd(
+            "backend:=vlm",
+            f"vlm_model:={tiny_vlm}",
+            "vlm_decoding:=constrained",
+            "vlm_max_new_tokens:=32",
+            "vlm_explanation_tokens:=12",
+            f"learned_root:={root}",
+            f"text_cache:={cache}",
+            "publish_programs:=false",
+        )
+    )
+    scenes_pub = publish_scenes(rclpy_node, recorded)
+    client = rclpy_node.create_client(DiagnoseEpisodes, "diagnose_episodes")
+    params = rclpy_node.create_client(SetParameters, "critic/set_parameters")
+    picked = [episodes[key] for key in VLM_PICKS]
+    real = [without_privileged_state(to_msg(ep)) for ep in picked]
+    received = as_received(real, [ep.scene for ep in picked])
+
+    # The fallback learned critic is trained meanwhile (MiniLM embeddings cached for the node); the node
+    # does not need it while the constrained answers are valid.
+    trained: dict[str, Any] = {}
+
+    def train_learned() -> None:
+        embedder = TextEmbedder(cache_file=cache)
+        features = FeatureConfig(num_frames=2, frame_size=16, proprio_points=4)
+        grounded = GroundedCritic().diagnose(recorded)
+        examples = label(episode_features(recorded, features), grounded, [ep.scene.split for ep in recorded])
+        text = embed_instructions(examples.instructions, embedder)
+        embedder.save()
+        model, _ = train(examples, text, LearnedConfig(features=features, frame_dim=8, hidden=16, epochs=2))
+        trained["folder"] = save_model(model, root)
+        trained["critic"] = load_critic(trained["folder"], embedder)
+
+    training = threading.Thread(target=train_learned, daemon=True)
+    training.start()
+
+    # Constrained decoding (the node's default backend is vlm): every answer validates, backend "vlm",
+    # and the diagnoses are the ones the same checkpoint gives in this process for what the node received.
+    answer = call_when_scenes_arrived(rclpy_node, client, real)
+    assert answer.success, answer.error
+    config = VlmConfig(
+        model_path=str(tiny_vlm.resolve()), decoding="constrained", max_new_tokens=32, explanation_tokens=12, threads=1
+    )
+    local = VlmCritic(config, fallback=GroundedCritic())
+    want = local.diagnose(received)
+    assert local.fallback_rate == 0.0
+    got = from_msgs(answer.diagnoses)
+    assert [m.critic_backend for m in answer.diagnoses] == ["vlm", "vlm"]
+    assert {m.critic_version for m in answer.diagnoses} == {local.version} and local.version.startswith("vlm-")
+    assert [d.episode_ids for d in got] == [[ep.episode_id] for ep in picked]
+    assert all(d.failure_mode in MODES and 'The vlm critic says: "' in d.text for d in got)
+    assert [{**strip(d), "confidence": 0} for d in got] == [{**strip(d), "confidence": 0} for d in want]
+    assert [d.confidence for d in got] == pytest.approx([d.confidence for d in want], abs=1e-4)
+
+    # A request's backend overrides the node's: grounded on the simulator's privileged state.
+    grounded = call(rclpy_node, client, [to_msg(picked[0])], backend="grounded")
+    assert grounded.success, grounded.error
+    assert strip(from_msgs(grounded.diagnoses)[0]) == strip(GroundedCritic().diagnose(picked[:1])[0])
+
+    # Bad settings and input answer the request with the reason; the node keeps serving.
+    assert params.wait_for_service(timeout_sec=30.0)
+    (bad,) = set_parameters(rclpy_node, params, vlm_decoding="beam")
+    assert not bad.successful and "vlm_decoding='beam' must be one of free, constrained" in bad.reason
+    blind = copy.deepcopy(real[1])
+    blind.keyframes, blind.keyframe_steps = [], []
+    missing = tmp_path / "no_checkpoint"
+    checks = [
+        ({}, [real[0], blind], "episode 1 ('t-reach-wrong_object'): empty keyframes (this critic looks at images)"),
+        ({"vlm_model": str(missing)}, real, f"vlm_model '{missing}' could not be loaded: ValueError"),
+        ({"vlm_model": str(missing)}, real, "is not a checkpoint folder (no config.json)"),
+        ({"vlm_model": ""}, real, "the vlm_model parameter is empty"),
+        # free decoding: the random model's answers are invalid, and the learned critic asked for is not there
+        (
+            {"vlm_model": str(tiny_vlm), "vlm_decoding": "free", "learned_model": str(missing)},
+            real[:1],
+            "got no valid answer from the model, and its fallback, the learned critic, is unavailable: "
+            f"learned_model '{missing}' is not a saved critic folder",
+        ),
+    ]
+    for values, msgs, expected_text in checks:
+        assert all(r.successful for r in set_parameters(rclpy_node, params, **values))
+        response = call(rclpy_node, client, msgs)
+        assert not response.success and not response.diagnoses, expected_text
+        assert expected_text in response.error, f"expected {expected_text!r} in {response.error!r}"
+        assert proc.poll() is None, f"the node died on the request that expects {expected_text!r}"
+
+    # Free decoding with the learned critic of learned_root: each episode is asked twice, then the learned
+    # critic diagnoses it and the text says why.
+    assert all(r.successful for r in set_parameters(rclpy_node, params, learned_model=""))
+    training.join(timeout=120)
+    assert "critic" in trained, "the learned critic was not trained"
+    fallback = call(rclpy_node, client, real, backend="vlm")
+    assert fallback.success, fallback.error
+    assert [m.critic_backend for m in fallback.diagnoses] == ["learned", "learned"]
+    assert {m.critic_version for m in fallback.diagnoses} == {trained["folder"].name}
+    reference = trained["critic"].diagnose(received)
+    note = f"[VLM fallback: the vlm critic {local.version} gave no valid diagnosis in 2 answers (answer 1: "
+    for d, ref in zip(from_msgs(fallback.diagnoses), reference, strict=True):
+        verdict = (d.diagnosis_id, d.failure_mode, d.failed_stage)
+        assert verdict == (ref.diagnosis_id, ref.failure_mode, ref.failed_stage)
+        assert d.text.startswith(ref.text) and note in d.text
+    assert proc.poll() is None
+    scenes_pub.destroy()

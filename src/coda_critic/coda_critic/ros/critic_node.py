@@ -19,8 +19,11 @@ Interfaces (relative to the node's namespace):
 
 Backends: ``grounded`` (privileged simulator state), ``learned`` (keyframes + instruction; the folder
 ``learned_model`` or the newest under ``learned_root``), ``auto`` (grounded when an episode carries
-object states, else learned). The logic lives in :mod:`coda_critic.episode_input`, ``generation`` and
-``text2potential``; this node converts and publishes.
+object states, else learned), ``vlm`` (the local vision-language checkpoint ``vlm_model``, asked with
+``vlm_decoding``; an episode whose answers stay invalid is diagnosed by the learned critic above, the
+reason appended to the text). The learned critic and the checkpoint are loaded on first use; a
+load error answers the request that needed them. The logic lives in :mod:`coda_critic.episode_input`,
+``vlm``, ``generation`` and ``text2potential``; this node converts and publishes.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-from coda_critic.diagnosis import CriticInputError, Diagnosis
+from coda_critic.diagnosis import CriticInputError, Diagnosis, check_episodes
 from coda_critic.episode_input import (
     BACKEND_CHOICES,
+    LearnedModelError,
     SceneBook,
     check_batch_size,
     check_for_backends,
@@ -58,12 +62,23 @@ from coda_msgs.msg import Diagnosis as DiagnosisMsg
 from coda_msgs.msg import EpisodeResult, GenerationProgram, PotentialProgram, SceneSpec, TrainingProgram
 from coda_msgs.srv import DiagnoseEpisodes
 
+BACKENDS: tuple[str, ...] = (*BACKEND_CHOICES, "vlm")
+"""Backends the node serves: those of ``episode_input`` and the vision-language critic."""
+VLM_DECODINGS: tuple[str, ...] = ("free", "constrained")
+"""Values of ``vlm_decoding``: ``coda_critic.vlm.DECODINGS`` (not imported here, it loads torch)."""
 PARAMETERS: dict[str, tuple[Any, str]] = {
-    "backend": ("auto", "default backend: grounded | learned | auto (grounded with privileged state, else learned)"),
+    "backend": (
+        "auto",
+        "default backend: grounded | learned | auto (grounded with privileged state, else learned) | vlm",
+    ),
     "learned_model": ("", "learned critic folder saved by `coda critic train` (empty: newest under learned_root)"),
     "learned_root": ("runs/critic", "folder of saved learned critic versions"),
+    "vlm_model": ("", "local LLaVA-style checkpoint folder of backend vlm (empty: vlm requests are refused)"),
+    "vlm_decoding": ("constrained", "vlm answers: free (greedy text) | constrained (the model fills a JSON skeleton)"),
+    "vlm_max_new_tokens": (256, "vlm, free decoding: most tokens of one answer"),
+    "vlm_explanation_tokens": (48, "vlm, constrained decoding: most tokens of the explanation (>= 4)"),
     "text_cache": ("", "instruction-embedding cache file (.npz) loaded at start and saved after new strings"),
-    "torch_threads": (1, "torch threads of the learned critic"),
+    "torch_threads": (1, "torch threads of the learned and vlm critics"),
     "generation_budget": (64, "scenes per generation program"),
     "round": (0, "round the published programs are for"),
     "exploration_share": (0.2, "fraction of the generation budget kept for exploration, in [0, 1]"),
@@ -81,8 +96,10 @@ HISTORY = 5000
 def parameter_problems(values: Mapping[str, Any]) -> list[str]:
     """List what is wrong with a full set of parameter values (empty when they are usable)."""
     problems = []
-    if values["backend"] not in BACKEND_CHOICES:
-        problems.append(f"backend={values['backend']!r} must be one of {', '.join(BACKEND_CHOICES)}")
+    if values["backend"] not in BACKENDS:
+        problems.append(f"backend={values['backend']!r} must be one of {', '.join(BACKENDS)}")
+    if values["vlm_decoding"] not in VLM_DECODINGS:
+        problems.append(f"vlm_decoding={values['vlm_decoding']!r} must be one of {', '.join(VLM_DECODINGS)}")
     for name, low in (
         ("generation_budget", 1),
         ("round", 0),
@@ -91,6 +108,8 @@ def parameter_problems(values: Mapping[str, Any]) -> list[str]:
         ("program_batch", 1),
         ("max_scenes", 1),
         ("torch_threads", 1),
+        ("vlm_max_new_tokens", 1),
+        ("vlm_explanation_tokens", 4),
     ):
         if values[name] < low:
             problems.append(f"{name}={values[name]} must be >= {low}")
@@ -99,6 +118,27 @@ def parameter_problems(values: Mapping[str, Any]) -> list[str]:
     except ValueError as exc:
         problems.append(str(exc))
     return problems
+
+
+class LearnedFallback:
+    """The node's learned critic as the VLM critic's fallback: loaded only when an answer stays invalid."""
+
+    name = "learned"
+
+    def __init__(self, node: CriticNode) -> None:
+        """Use ``node.learned_critic()`` (the learned_model / learned_root parameters at the time)."""
+        self.node = node
+
+    def diagnose(self, episodes: Sequence[RecordedEpisode]) -> list[Diagnosis]:
+        """Diagnose with the learned critic; LearnedModelError saying why the VLM needed it when there is none."""
+        try:
+            critic = self.node.learned_critic()
+        except LearnedModelError as exc:
+            raise LearnedModelError(
+                f"backend vlm: {len(episodes)} episode(s) got no valid answer from the model, and its fallback, "
+                f"the learned critic, is unavailable: {exc}"
+            ) from exc
+        return critic.diagnose(episodes)
 
 
 def latched(depth: int) -> QoSProfile:
@@ -120,6 +160,9 @@ class CriticNode(Node):
         self._learned: Any = None
         self._learned_folder: Path | None = None
         self._embedder: Any = None
+        self._vlm_model: Any = None
+        self._vlm_folder: Path | None = None
+        self._vlm: Any = None
         self.history: deque[Diagnosis] = deque(maxlen=HISTORY)
         self.pending: list[Diagnosis] = []
 
@@ -198,17 +241,63 @@ class CriticNode(Node):
             self.get_logger().info(f"learned critic {self._learned.version} loaded from {folder}")
         return self._learned
 
+    def vlm_critic(self) -> Any:
+        """Return the VLM critic of ``vlm_model`` and the ``vlm_*`` parameters; the checkpoint is loaded once.
+
+        ValueError naming the parameter when ``vlm_model`` is empty or its checkpoint cannot be loaded.
+        """
+        path = str(self.param("vlm_model"))
+        if not path:
+            raise ValueError(
+                "backend vlm is not available: the vlm_model parameter is empty (set it to a local "
+                "LLaVA-style checkpoint folder)"
+            )
+        from coda_critic.vlm import VlmConfig, VlmCritic, load_vlm
+
+        folder = Path(path).resolve()
+        config = VlmConfig(
+            model_path=str(folder),
+            decoding=str(self.param("vlm_decoding")),
+            max_new_tokens=int(self.param("vlm_max_new_tokens")),
+            explanation_tokens=int(self.param("vlm_explanation_tokens")),
+            threads=int(self.param("torch_threads")),
+        )
+        if self._vlm_model is None or folder != self._vlm_folder:
+            try:
+                model = load_vlm(config)
+            except Exception as exc:  # any loading failure is the checkpoint's: answer it, keep serving
+                raise ValueError(f"vlm_model {path!r} could not be loaded: {type(exc).__name__}: {exc}") from exc
+            self._vlm_model, self._vlm_folder, self._vlm = model, folder, None
+            self.get_logger().info(f"vlm critic {model.version} loaded from {folder}")
+        if self._vlm is None or self._vlm.config != config:
+            self._vlm = VlmCritic(config, fallback=LearnedFallback(self), vlm=self._vlm_model)
+        return self._vlm
+
     def diagnose(self, episodes: Sequence[RecordedEpisode], backend: str) -> list[Diagnosis]:
         """Diagnose with ``backend`` (``auto`` chooses per episode); CriticInputError on bad input."""
-        backends = choose_backends(episodes, backend)
-        check_for_backends(episodes, backends)
+        if backend not in BACKENDS:
+            raise CriticInputError(f"backend {backend!r} is not served here; choose one of {', '.join(BACKENDS)}")
         critics: dict[str, Any] = {"grounded": self.grounded}
-        if "learned" in backends:
-            critics["learned"] = self.learned_critic()
+        if backend == "vlm":
+            backends = [backend] * len(episodes)
+            try:
+                check_episodes(episodes, need_keyframes=True)
+            except CriticInputError as exc:
+                raise CriticInputError(f"{exc} [backend vlm]") from exc
+            critics["vlm"] = self.vlm_critic()
+        else:
+            backends = choose_backends(episodes, backend)
+            check_for_backends(episodes, backends)
+            if "learned" in backends:
+                critics["learned"] = self.learned_critic()
         known = len(self._embedder) if self._embedder is not None else 0
         diagnoses = diagnose_with(episodes, backends, critics)
         if self._embedder is not None and self._embedder.cache_file is not None and len(self._embedder) > known:
             self._embedder.save()
+        if backend == "vlm" and (fallbacks := sum(d.critic_backend != "vlm" for d in diagnoses)):
+            self.get_logger().warning(
+                f"vlm: {fallbacks} of {len(diagnoses)} episodes got no valid answer and went to the learned critic"
+            )
         return diagnoses
 
     # ---------------------------------------------------------------- service and topic

@@ -1,0 +1,55 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The critic node with the parameters of coda_critic's config/critic.yaml.
+
+    ros2 launch launch/coda_critic.launch.py
+    ros2 launch launch/coda_critic.launch.py namespace:=lab backend:=vlm vlm_model:=/models/llava-1.5-7b-hf
+
+It serves ``<namespace>/diagnose_episodes``, reads ``<namespace>/episode_results`` and
+``<namespace>/scene_specs``, and publishes diagnoses and programs (src/coda_critic/README.md).
+``backend``, ``learned_model`` and ``vlm_model`` override critic.yaml when given; left empty, the
+file's value stands. Relative paths (``learned_root`` of critic.yaml among them) are taken from the
+folder ``ros2 launch`` runs in.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch_ros.actions import Node
+
+OVERRIDES = {
+    "backend": "grounded | learned | auto | vlm (empty: critic.yaml's)",
+    "learned_model": "learned critic folder saved by `coda critic train` (empty: critic.yaml's)",
+    "vlm_model": "local LLaVA-style checkpoint folder for backend vlm (empty: critic.yaml's)",
+}
+
+
+def _critic(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
+    given = {name: context.launch_configurations[name] for name in OVERRIDES}
+    overrides = {name: value for name, value in given.items() if value}
+    namespace = context.launch_configurations["namespace"]
+    return [
+        Node(
+            package="coda_critic",
+            executable="critic",
+            name="critic",
+            namespace=namespace or None,
+            parameters=[
+                os.path.join(get_package_share_directory("coda_critic"), "config", "critic.yaml"),
+                *([overrides] if overrides else []),
+            ],
+            output="screen",
+        )
+    ]
+
+
+def generate_launch_description() -> LaunchDescription:
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("namespace", default_value="", description="namespace of the critic node"),
+            *(DeclareLaunchArgument(name, default_value="", description=text) for name, text in OVERRIDES.items()),
+            OpaqueFunction(function=_critic),
+        ]
+    )
