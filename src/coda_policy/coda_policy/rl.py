@@ -75,6 +75,9 @@ class RLConfig:
     """Weight of the entropy bonus."""
     max_grad_norm: float = 0.5
     """Gradient norm clip."""
+    target_kl: float | None = None
+    """Stop an update's remaining epochs once a minibatch's approximate KL to the rollout policy exceeds
+    1.5 times this (None: always run every epoch); keeps fine-tuning of a low-noise SFT policy stable."""
     init_from: str = ""
     """Checkpoint folder to start from (e.g. an SFT version); empty starts from a fresh network (``policy``)."""
     init_log_std: float | None = None
@@ -125,6 +128,8 @@ class RLConfig:
         for name in ("vf_coef", "ent_coef", "eval_episodes", "value_warmup_rollouts"):
             if getattr(self, name) < 0:
                 errors.append(f"RLConfig.{name}={getattr(self, name)} must be >= 0")
+        if self.target_kl is not None and self.target_kl <= 0:
+            errors.append(f"RLConfig.target_kl={self.target_kl} must be > 0 (or None)")
         if self.max_grad_norm <= 0:
             errors.append(f"RLConfig.max_grad_norm={self.max_grad_norm} must be > 0")
         if self.init_from and not (Path(self.init_from) / "config.json").is_file():
@@ -272,7 +277,8 @@ def ppo_update(
         "approx_kl": 0.0,
         "clip_fraction": 0.0,
     }
-    count = 0
+    count, stopped = 0, False
+    epochs_run = 0
     for epoch in range(cfg.epochs):
         for mb in buffer.minibatches(cfg.batch_size, seed * 1000 + epoch):
             x = torch.from_numpy(mb.observations)
@@ -287,6 +293,11 @@ def ppo_update(
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             log_ratio = log_prob - torch.from_numpy(mb.old_log_probs)
             ratio = log_ratio.exp()
+            if cfg.target_kl is not None and not value_only:
+                with torch.no_grad():
+                    if float(((ratio - 1) - log_ratio).mean()) > 1.5 * cfg.target_kl:
+                        stopped = True
+                        break
             policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - cfg.clip_range, 1 + cfg.clip_range)).mean()
             value_loss = (torch.from_numpy(mb.returns) - value).pow(2).mean()
             entropy = net.entropy()
@@ -308,7 +319,10 @@ def ppo_update(
                 sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
                 sums["clip_fraction"] += float(((ratio - 1).abs() > cfg.clip_range).float().mean())
             count += 1
-    return {k: v / max(count, 1) for k, v in sums.items()}
+        if stopped:
+            break
+        epochs_run = epoch + 1
+    return {**{k: v / max(count, 1) for k, v in sums.items()}, "epochs_run": epochs_run}
 
 
 @dataclass

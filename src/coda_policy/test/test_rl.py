@@ -72,6 +72,12 @@ def test_ppo_update_changes_the_network_and_uses_every_head(tmp_path, tiny_polic
     ppo_update(net, torch.optim.Adam(net.parameters(), lr=1e-3), buffer, cfg, seed=1, value_only=True)
     changed = {k for k, v in net.state_dict().items() if not torch.equal(v, before[k])}
     assert changed and all(k.startswith("critic.") for k in changed), changed
+    # target_kl: the first minibatch (KL 0) steps, the next one is past a tiny target and stops the update.
+    full = ppo_update(net, torch.optim.Adam(net.parameters(), lr=1e-3), buffer, cfg, seed=2)
+    assert full["epochs_run"] == cfg.epochs
+    early = RLConfig(**{**cfg.__dict__, "target_kl": 1e-9, "version_id": "kl"})
+    stopped = ppo_update(net, torch.optim.Adam(net.parameters(), lr=1e-3), buffer, early, seed=3)
+    assert stopped["epochs_run"] == 0 and stopped["approx_kl"] == 0.0
 
 
 def test_train_rl_runs_saves_and_is_deterministic(tmp_path, tiny_policy_config, embedder):
@@ -114,6 +120,7 @@ def test_train_rl_resumes_and_starts_from_a_checkpoint(tmp_path, tiny_policy_con
     ({"init_from": "/nonexistent"}, "init_from"),
     ({"init_log_std": 3.0}, "init_log_std"),
     ({"value_warmup_rollouts": -1}, "value_warmup_rollouts"),
+    ({"target_kl": 0.0}, "target_kl"),
 ])
 def test_bad_rl_config_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=f"RLConfig.{field}"):
