@@ -11,12 +11,17 @@
   :class:`Command`: the clipped action of the loaded version, or *hold* with a reason when an input is
   missing, stale (older than ``max_input_age``) or not finite, or no version is loaded. Versions are loaded
   off the control path and swapped in with a single reference assignment (atomic for the tick).
+- :func:`compile_action_mean`: the network's action mean for one instruction as a traced, frozen graph (the
+  instruction branch folded into constants, the unused value heads dropped). The controller builds one per
+  (version, instruction) off the control path; it computes the same numbers at a fraction of the per-tick cost.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +49,9 @@ class ControlConfig:
     """Task family whose default potential program tracks the stage (when ``program`` is empty)."""
     program: str = ""
     """Staged potential program source that tracks the stage index; empty uses the family's."""
+    use_compiled: bool = True
+    """Run the action mean through :func:`compile_action_mean` (built per version and instruction off the
+    control path); False, or when building it fails (reported in ``PolicyController.compile_error``): eager."""
 
     def __post_init__(self) -> None:
         """Check the fields; errors name the field."""
@@ -108,18 +116,28 @@ class PandaKinematics:
         self.finger_q = [int(self.model.joint(n).qposadr[0]) for n in panda.FINGER_JOINTS]
         self.names = list(panda.ARM_JOINTS) + list(panda.FINGER_JOINTS)
         self.tcp = self.model.site(panda.TCP_SITE).id
+        self._qpos_adr = np.array(self.arm_q + self.finger_q)
+        self._order: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, dtype=np.int64))
 
-    def forward(self, names: list[str], positions: list[float]) -> tuple[np.ndarray, float]:
+    def _indices(self, names: Sequence[str]) -> np.ndarray:
+        """Index into ``names`` of each joint of :attr:`names` (cached for the last list: drivers repeat theirs)."""
+        key = tuple(names)
+        if key != self._order[0]:
+            index = {name: i for i, name in enumerate(key)}  # a repeated name: the last one counts
+            missing = [n for n in self.names if n not in index]
+            if missing:
+                raise KeyError(f"joint_states lacks {missing}")
+            self._order = (key, np.array([index[n] for n in self.names]))
+        return self._order[1]
+
+    def forward(self, names: Sequence[str], positions: Sequence[float]) -> tuple[np.ndarray, float]:
         """Return the TCP position (3,) and the finger opening (m); KeyError naming a missing joint."""
-        value = dict(zip(names, positions, strict=True))
-        missing = [n for n in self.names if n not in value]
-        if missing:
-            raise KeyError(f"joint_states lacks {missing}")
-        for name, adr in zip(self.names, self.arm_q + self.finger_q, strict=True):
-            self.data.qpos[adr] = value[name]
+        if len(names) != len(positions):
+            raise ValueError(f"joint_states has {len(names)} names but {len(positions)} positions")
+        q = np.asarray(positions, dtype=np.float64)[self._indices(names)]
+        self.data.qpos[self._qpos_adr] = q
         self._mj.mj_kinematics(self.model, self.data)
-        opening = float(value[self.names[7]] + value[self.names[8]])
-        return self.data.site_xpos[self.tcp].copy(), opening
+        return self.data.site_xpos[self.tcp].copy(), float(q[7] + q[8])
 
 
 class ObservationBuilder:
@@ -147,12 +165,9 @@ class ObservationBuilder:
         self.stage = 0
         self._prev_ee: np.ndarray | None = None
 
-    def build(self, ee_pos: np.ndarray, gripper: float, objects: list[ObjectInfo]) -> np.ndarray:
-        """Return the observation for this tick and advance the stage (call once per tick)."""
+    def object_slots(self, objects: list[ObjectInfo]) -> np.ndarray:
+        """Return an observation with only the object slots filled (target, goal, then the distractors)."""
         obs = np.zeros(self.obs_dim, dtype=np.float32)
-        obs[0:3] = ee_pos
-        obs[3:6] = 0.0 if self._prev_ee is None else (ee_pos - self._prev_ee) * self.control_hz
-        obs[6] = gripper
         order = ([o for o in objects if o.role == ROLE_TARGET][:1] or [None]) + \
                 ([o for o in objects if o.role == ROLE_GOAL][:1] or [None]) + \
                 [o for o in objects if o.role not in (ROLE_TARGET, ROLE_GOAL)]
@@ -165,6 +180,19 @@ class ObservationBuilder:
             obs[base + 6] = obj.shape
             obs[base + 7:base + 10] = obj.size
             obs[base + 10] = 1.0
+        return obs
+
+    def build(self, ee_pos: np.ndarray, gripper: float, objects: list[ObjectInfo],
+              slots: np.ndarray | None = None) -> np.ndarray:
+        """Return the observation for this tick and advance the stage (call once per tick).
+
+        ``slots``: :meth:`object_slots` of ``objects`` when already computed (objects change less often than
+        the arm state).
+        """
+        obs = (self.object_slots(objects) if slots is None else slots).copy()
+        obs[0:3] = ee_pos
+        obs[3:6] = 0.0 if self._prev_ee is None else (ee_pos - self._prev_ee) * self.control_hz
+        obs[6] = gripper
         stage_col = self.layout["stage_index"][0]
         obs[stage_col] = self.stage
         if np.all(np.isfinite(obs)):
@@ -193,6 +221,51 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+ActionMean = Callable[[torch.Tensor], torch.Tensor]
+"""(1, obs_dim) observation -> (1, action_dim) action mean in [-1, 1], for a fixed instruction."""
+
+
+def compile_action_mean(net: CodaPolicyNet, embedding: torch.Tensor, checks: int = 8) -> ActionMean:
+    """Return ``obs -> net(obs, embedding)[0]`` for one observation as a frozen TorchScript graph.
+
+    Tracing with the embedding as a constant lets freezing fold the instruction branch and drop the value
+    heads (their outputs are unused); what is left runs without per-module Python dispatch. ``net`` must not be
+    changed afterwards (the graph holds its weights and values computed from them). The graph is checked against
+    the eager network on ``checks`` random observations with 1 to ``max_objects`` objects (RuntimeError on any
+    difference).
+    """
+    cfg = net.cfg
+    if embedding.shape != (1, cfg.instruction_dim):
+        raise ValueError(f"embedding shape {tuple(embedding.shape)} != (1, {cfg.instruction_dim})")
+
+    class _Fixed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+            self.register_buffer("embedding", embedding.detach().clone())
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return self.net(obs, self.embedding)[0]
+
+    rng = np.random.default_rng(0)
+    samples = torch.from_numpy(rng.uniform(-1.0, 1.0, (checks + 1, 1, cfg.obs_dim)).astype(np.float32))
+    for i, sample in enumerate(samples):
+        present = np.arange(cfg.max_objects) < 1 + i % cfg.max_objects
+        sample[0, [cfg.layout[f"obj{k}_present"][0] for k in range(cfg.max_objects)]] = torch.from_numpy(
+            present.astype(np.float32))
+    with warnings.catch_warnings(), torch.no_grad():
+        # Tracing warns about shape checks turned into constants (the batch is always one observation)
+        # and that TorchScript is deprecated; neither matters for this fixed-shape graph.
+        warnings.simplefilter("ignore")
+        graph = torch.jit.freeze(torch.jit.trace(_Fixed().eval(), (samples[0],), check_trace=False))
+        for sample in samples[1:]:
+            expected, got = net(sample, embedding)[0], graph(sample)
+            if not torch.allclose(expected, got, atol=1e-5, rtol=1e-4):
+                gap = float((expected - got).abs().max())
+                raise RuntimeError(f"compiled action mean differs from the network by {gap}")
+    return graph
+
+
 def load_version(folder: Path, expected_sha256: str = "") -> LoadedPolicy:
     """Load a version folder, checking the weights' SHA-256 when one is given (ValueError on mismatch)."""
     folder = Path(folder)
@@ -215,27 +288,63 @@ class PolicyController:
         self._instruction = ""
         self._embedding: torch.Tensor | None = None
         self._joints: tuple[float, np.ndarray, float] | None = None  # stamp, ee_pos, gripper
-        self._objects: tuple[float, list[ObjectInfo]] | None = None
+        self._objects: tuple[float, list[ObjectInfo], np.ndarray] | None = None  # stamp, objects, slots
         self._lock = threading.Lock()
+        self._compile_lock = threading.Lock()
+        self._compiled: tuple[LoadedPolicy, torch.Tensor, ActionMean] | None = None
+        self.compile_error = ""
+        """Why the last compilation failed (empty if it did not); ticks then run the eager network."""
+
+    def _compile(self, policy: LoadedPolicy | None, embedding: torch.Tensor | None) -> None:
+        """Build the compiled action mean for this pair (call with ``_compile_lock`` held, before publishing it)."""
+        if not self.cfg.use_compiled or policy is None or embedding is None:
+            return
+        if embedding.shape[1] != policy.net.cfg.instruction_dim:
+            return  # tick holds with a reason
+        try:
+            fn = compile_action_mean(policy.net, embedding)
+        except Exception as exc:  # any failure leaves the (correct) eager path in use
+            self.compile_error = f"{type(exc).__name__}: {exc}"
+            return
+        self.compile_error = ""
+        self._compiled = (policy, embedding, fn)
 
     def swap(self, policy: LoadedPolicy) -> None:
-        """Make ``policy`` the one used from the next tick on (a single reference assignment)."""
-        self.policy = policy
+        """Make ``policy`` the one used from the next tick on (a single reference assignment).
+
+        The compiled action mean for the current instruction is built first, so the new version runs compiled
+        from its first tick. ``policy.net`` must not be modified afterwards.
+        """
+        with self._compile_lock:
+            with self._lock:
+                embedding = self._embedding
+            self._compile(policy, embedding)
+            self.policy = policy
 
     def set_instruction(self, text: str, embedding: np.ndarray) -> None:
         """Start a new task with this instruction and embedding; the stage restarts at 0."""
-        with self._lock:
-            self._instruction = text
-            self._embedding = torch.from_numpy(np.asarray(embedding, dtype=np.float32).reshape(1, -1).copy())
-            self.builder.reset()
+        tensor = torch.from_numpy(np.asarray(embedding, dtype=np.float32).reshape(1, -1).copy())
+        with self._compile_lock:
+            self._compile(self.policy, tensor)
+            with self._lock:
+                self._instruction = text
+                self._embedding = tensor
+                self.builder.reset()
+
+    @property
+    def compiled(self) -> bool:
+        """True when the next tick with the current version and instruction runs the compiled action mean."""
+        compiled = self._compiled
+        return compiled is not None and compiled[0] is self.policy and compiled[1] is self._embedding
 
     def set_arm(self, stamp: float, ee_pos: np.ndarray, gripper: float) -> None:
         """Latest arm state (stamp in s) as tool centre point and finger opening."""
         self._joints = (stamp, np.asarray(ee_pos, dtype=np.float64), float(gripper))
 
     def set_objects(self, stamp: float, objects: list[ObjectInfo]) -> None:
-        """Latest object states (stamp in s)."""
-        self._objects = (stamp, list(objects))
+        """Latest object states (stamp in s); their observation slots are filled here, not at every tick."""
+        objects = list(objects)
+        self._objects = (stamp, objects, self.builder.object_slots(objects))
 
     def _hold(self, reason: str, version: str) -> Command:
         return Command(np.zeros(3), 0.0, True, reason, int(self.builder.stage), version)
@@ -256,13 +365,17 @@ class PolicyController:
         for name, stamp in (("joint_states", joints[0]), ("object_states", objects[0])):
             if now - stamp > self.cfg.max_input_age:
                 return self._hold(f"{name} stale: {now - stamp:.3f} s old > {self.cfg.max_input_age} s", version)
-        obs = self.builder.build(joints[1], joints[2], objects[1])
+        obs = self.builder.build(joints[1], joints[2], objects[1], objects[2])
         if not np.all(np.isfinite(obs)):
             return self._hold("non-finite input in the observation", version)
         if embedding.shape[1] != policy.net.cfg.instruction_dim:
             return self._hold("instruction embedding does not fit the policy", version)
+        compiled = self._compiled
         with torch.inference_mode():
-            mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)
+            if compiled is not None and compiled[0] is policy and compiled[1] is embedding:
+                mean = compiled[2](torch.from_numpy(obs)[None])
+            else:
+                mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)
         action = mean[0].numpy().astype(np.float64)
         if not np.all(np.isfinite(action)):
             return self._hold("policy output not finite", version)

@@ -12,17 +12,23 @@ Topics (relative to the node's namespace):
 - ``arm_command`` (coda_msgs/ArmCommand) out: one per tick; ``hold`` with a reason when inputs are missing,
   stale or not finite, or no version is loaded (the reason is also logged when it changes)
 
-The logic lives in :mod:`coda_policy.control`; this node only converts and schedules.
+The logic lives in :mod:`coda_policy.control`; this node only converts and schedules. Torch runs on one
+intra-op thread without oneDNN: for a single observation through this small network both only add overhead
+(oneDNN's GELU costs several times the native kernel at these sizes). After a version or the text model is
+loaded, the objects alive so far are frozen out of Python's cyclic collector (``gc.freeze``): a full collection
+over the libraries and models would otherwise stall one tick for hundreds of milliseconds.
 """
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import rclpy
+import torch
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
@@ -53,6 +59,8 @@ class PolicyNode(Node):
     def __init__(self) -> None:
         """Declare parameters, build the controller, create the topics and the control timer."""
         super().__init__("policy")
+        torch.set_num_threads(1)
+        torch.backends.mkldnn.enabled = False
         for name, (default, text) in PARAMETERS.items():
             self.declare_parameter(name, default, ParameterDescriptor(description=text))
         value = {name: self.get_parameter(name).value for name in PARAMETERS}
@@ -90,7 +98,7 @@ class PolicyNode(Node):
     def on_joint_states(self, msg: JointState) -> None:
         """Forward kinematics of the reported joints -> the controller's arm state."""
         try:
-            ee, opening = self.kinematics.forward(list(msg.name), list(msg.position))
+            ee, opening = self.kinematics.forward(msg.name, msg.position)
         except (KeyError, ValueError) as exc:
             self.get_logger().warning(f"joint_states ignored: {exc}", throttle_duration_sec=5.0)
             return
@@ -113,7 +121,8 @@ class PolicyNode(Node):
 
             self._embedder = embedder()
         self.controller.set_instruction(text, self._embedder.embed_one(text))
-        self.get_logger().info(f"instruction: {text!r}")
+        gc.freeze()
+        self.get_logger().info(f"instruction: {text!r}{self._compile_note()}")
 
     def on_policy_version(self, msg: PolicyVersion) -> None:
         """Load the announced version off the control path; swap it in when it is verified."""
@@ -131,7 +140,13 @@ class PolicyNode(Node):
             self.get_logger().error(f"policy version in {folder} not loaded: {exc}")
             return
         self.controller.swap(loaded)
-        self.get_logger().info(f"policy version {loaded.version} active")
+        gc.freeze()
+        self.get_logger().info(f"policy version {loaded.version} active{self._compile_note()}")
+
+    def _compile_note(self) -> str:
+        if self.controller.compile_error:
+            self.get_logger().warning(f"running the eager network: {self.controller.compile_error}")
+        return " (compiled)" if self.controller.compiled else ""
 
     def on_tick(self) -> None:
         """One control period: compute and publish the command; log hold reasons when they change."""

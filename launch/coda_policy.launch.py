@@ -1,0 +1,50 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The language-conditioned ``policy`` node of one arm.
+
+    ros2 launch launch/coda_policy.launch.py namespace:=arm0 checkpoint_root:=/data/policies initial_version:=v1
+
+Parameters come from coda_policy's ``config/policy.yaml``; the launch arguments (also ``family``, the task
+family whose staged program tracks the stage) override the ones that differ per deployment. The node's
+topics (``joint_states``, ``object_states``, ``instruction`` and ``policy_version`` in, ``arm_command`` out)
+are relative to ``namespace``.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+
+# name, default, description (all string parameters of the node)
+ARGUMENTS = (
+    ("checkpoint_root", "", "folder of policy version folders (relative checkpoint URIs resolve under it)"),
+    ("initial_version", "", "version folder under checkpoint_root loaded at start-up (empty: wait for one)"),
+    ("family", "reach", "task family whose staged program tracks the stage index"),
+)
+
+
+def generate_launch_description() -> LaunchDescription:
+    params = os.path.join(get_package_share_directory("coda_policy"), "config", "policy.yaml")
+    # Typed as strings: a version id such as 2024 must not reach the node as an integer.
+    overrides = {name: ParameterValue(LaunchConfiguration(name), value_type=str) for name, _, _ in ARGUMENTS}
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("namespace", default_value="", description="namespace of the arm's topics"),
+            *(
+                DeclareLaunchArgument(name, default_value=default, description=description)
+                for name, default, description in ARGUMENTS
+            ),
+            Node(
+                package="coda_policy",
+                executable="policy",
+                name="policy",
+                namespace=LaunchConfiguration("namespace"),
+                parameters=[params, overrides],
+                output="screen",
+            ),
+        ]
+    )

@@ -1,0 +1,111 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``coda bench control`` end to end over DDS (tiny settings), and the compiled action mean it relies on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from coda_policy.bench_control import ControlBenchConfig, main
+from coda_policy.control import (
+    ControlConfig,
+    LoadedPolicy,
+    ObjectInfo,
+    PolicyController,
+    compile_action_mean,
+)
+from coda_policy.sft import build_policy
+
+KEYS = (
+    "latency_us_p50",
+    "latency_us_p99",
+    "misses_20hz",
+    "misses_100hz",
+    "ticks",
+    "bare_rtt_us_p50",
+    "bare_rtt_us_p99",
+    "hold_fraction",
+)
+
+
+@pytest.mark.ros
+def test_bench_runs_the_policy_network_over_dds(ros_domain):
+    cmd = [sys.executable, "-m", "coda_policy.bench_control", "--ticks", "200", "--seconds", "2", "--json"]
+    # Own process group: on a timeout the benchmark, its policy node and its relay are all killed.
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=dict(os.environ)
+    )
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"coda bench control did not finish; stderr:\n{err[-3000:]}")
+    assert proc.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert all(key in result for key in KEYS), result
+    assert result["ticks_sent"] == 200
+    assert result["ticks"] > 100  # answered by commands that ran the network
+    assert result["hold_fraction"] < 1.0
+    assert result["ticks_20hz"] == 40 and result["ticks_100hz"] == 200
+    assert 0 <= result["misses_20hz"] <= 40 and 0 <= result["misses_100hz"] <= 200
+    assert 0 < result["latency_us_p50"] <= result["latency_us_p99"]
+    assert 0 < result["bare_rtt_us_p50"] <= result["bare_rtt_us_p99"]
+    assert set(result["targets_met"]) == {"latency_us_p50", "latency_us_p99", "misses_100hz"}
+
+
+def test_compiled_action_mean_equals_the_network(tiny_policy_config):
+    net = build_policy(tiny_policy_config, 3).net.eval()
+    embedding = torch.from_numpy(np.random.default_rng(0).normal(size=(1, 384)).astype(np.float32))
+    fast = compile_action_mean(net, embedding)
+    rng = np.random.default_rng(1)
+    cfg = net.cfg
+    present_cols = [cfg.layout[f"obj{k}_present"][0] for k in range(cfg.max_objects)]
+    for count in range(1, cfg.max_objects + 1):
+        obs = rng.uniform(-1.0, 1.0, (1, cfg.obs_dim)).astype(np.float32)
+        obs[0, present_cols] = (np.arange(cfg.max_objects) < count).astype(np.float32)
+        x = torch.from_numpy(obs)
+        with torch.no_grad():
+            torch.testing.assert_close(fast(x), net(x, embedding)[0], atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="embedding shape"):
+        compile_action_mean(net, embedding[:, :10])
+
+
+def test_controller_commands_are_the_same_compiled_or_eager(tiny_policy_config):
+    net = build_policy(tiny_policy_config, 4).net.eval()
+    embedding = np.random.default_rng(2).normal(size=384).astype(np.float32)
+    objects = [
+        ObjectInfo((0.5, 0.05, 0.42), (0.9, 0.1, 0.1), 0, (0.02, 0.02, 0.02), 1),
+        ObjectInfo((0.45, -0.1, 0.425), (0.1, 0.1, 0.9), 2, (0.025, 0.025, 0.025), 0),
+    ]
+    commands = {}
+    for compiled in (True, False):
+        controller = PolicyController(ControlConfig(use_compiled=compiled))
+        controller.swap(LoadedPolicy("v1", net))
+        controller.set_instruction("touch the red cube", embedding)
+        assert controller.compiled is compiled and controller.compile_error == ""
+        commands[compiled] = []
+        for k in range(5):
+            controller.set_arm(1.0 + 0.1 * k, np.array([0.4 + 0.01 * k, 0.0, 0.6]), 0.08)
+            controller.set_objects(1.0 + 0.1 * k, objects)
+            commands[compiled].append(controller.tick(1.05 + 0.1 * k))
+    for fast, eager in zip(commands[True], commands[False], strict=True):
+        assert not fast.hold and not eager.hold
+        np.testing.assert_allclose(fast.delta, eager.delta, atol=1e-6)
+        assert fast.gripper == pytest.approx(eager.gripper, abs=1e-5) and fast.stage == eager.stage
+
+
+def test_bad_settings_name_the_option():
+    with pytest.raises(SystemExit) as exc:
+        main(["--ticks", "5"])
+    assert exc.value.code == 2
+    with pytest.raises(ValueError, match=r"ControlBenchConfig\.executor"):
+        ControlBenchConfig(executor="multi")
