@@ -33,6 +33,7 @@ from coda_critic.text2potential import ProgramSpec, training_plan
 from coda_critic.vlm import DECODINGS, VlmConfig, VlmCritic
 from coda_engine.ros.convert import dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg, msg_to_image
+from coda_engine.ros.spin import spin_until
 from coda_engine.text_embedding import TextEmbedder
 from coda_msgs.msg import Diagnosis as DiagnosisMsg
 from coda_msgs.msg import EpisodeResult, GenerationProgram, PotentialProgram, SceneSpec, TrainingProgram
@@ -40,18 +41,6 @@ from coda_msgs.srv import DiagnoseEpisodes
 
 pytestmark = pytest.mark.ros
 LATCHED = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
-
-def spin_until(node: Any, done: Callable[[], bool], timeout: float = 30.0) -> bool:
-    import rclpy
-
-    executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
-    executor.add_node(node)
-    end = time.monotonic() + timeout
-    while not done() and time.monotonic() < end:
-        executor.spin_once(timeout_sec=0.05)
-    executor.remove_node(node)
-    return done()
 
 
 def call(node: Any, client: Any, episodes: list[EpisodeResult], backend: str = "") -> DiagnoseEpisodes.Response:

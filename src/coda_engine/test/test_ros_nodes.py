@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +16,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from coda_engine.ros.convert import dict_to_msg
 from coda_engine.ros.images import msg_to_image
+from coda_engine.ros.spin import spin_until
 from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SceneParams
 from coda_msgs.action import RunEpisode
@@ -27,17 +26,6 @@ from coda_msgs.srv import GenerateScenes
 pytestmark = pytest.mark.ros
 
 
-def spin_until(node: Any, done: Callable[[], bool], timeout: float = 30.0) -> bool:
-    """Spin ``node`` until ``done()`` or the timeout; return ``done()``."""
-    import rclpy
-
-    executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
-    executor.add_node(node)
-    end = time.monotonic() + timeout
-    while not done() and time.monotonic() < end:
-        executor.spin_once(timeout_sec=0.05)
-    executor.remove_node(node)
-    return done()
 
 
 def call(node: Any, client: Any, request: Any, timeout: float = 60.0) -> Any:

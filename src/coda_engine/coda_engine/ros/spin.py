@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import rclpy
@@ -34,3 +35,19 @@ def run_node(
             on_exit(node)
         node.destroy_node()
         rclpy.try_shutdown()
+
+
+def spin_until(node: Node, done: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Spin ``node`` on a temporary executor until ``done()`` or ``timeout`` seconds; return ``done()``.
+
+    For clients and tests that wait for a reply or a message without a long-running executor.
+    """
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    end = time.monotonic() + timeout
+    try:
+        while not done() and time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.05)
+    finally:
+        executor.remove_node(node)
+    return done()
