@@ -41,7 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ev.add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS, help="splits to evaluate")
     ev.add_argument("--seed", type=int, default=1001, help="seed of the held-out scenes (differs from training)")
     ev.add_argument("--workers", type=int, default=2, help="processes generating episodes")
+    ev.add_argument("--data-dir", type=Path, default=None,
+                    help="reuse/write the held-out episodes per split (eval_<split>.npz + .json) in this folder")
     ev.add_argument("--latency-episodes", type=int, default=20, help="episodes timed one by one per backend")
+    ev.add_argument("--vlm-model", type=Path, default=None,
+                    help="local vision-language checkpoint: also measure the vlm backend (on the latency episodes)")
+    ev.add_argument("--vlm-decoding", default="constrained", choices=("free", "constrained"),
+                    help="how the vlm backend answers (see coda_critic.vlm)")
     ev.add_argument("--threads", type=int, default=1,
                     help="torch threads of this process (1 avoids thread hand-off stalls on a busy 2-core machine)")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
@@ -109,11 +115,37 @@ def per_mode(truth: np.ndarray, pred: np.ndarray) -> dict[str, dict[str, float]]
     return out
 
 
+def _held_out(args: argparse.Namespace, split: str, seed: int, features: Any) -> tuple[Any, list[Any], list[Any]]:
+    """Generate the held-out episodes of ``split``, or load them from ``--data-dir`` if written before.
+
+    The cache is keyed by split, count, seed and input shapes, so a changed setting regenerates.
+    """
+    from coda_critic.dataset import Examples, generate_examples
+    from coda_critic.diagnosis import Diagnosis
+    from coda_engine.sim.scene import Scene
+
+    shape = f"f{features.num_frames}x{features.frame_size}p{features.proprio_points}"
+    stem = f"eval_{split}_n{args.episodes}_s{seed}_{shape}"
+    if args.data_dir is not None and (args.data_dir / f"{stem}.npz").exists():
+        _log(f"loading held-out episodes of split {split} from {args.data_dir / stem}.npz")
+        meta = json.loads((args.data_dir / f"{stem}.json").read_text())
+        return (Examples.load(args.data_dir / f"{stem}.npz"), [Diagnosis.from_dict(d) for d in meta["diagnoses"]],
+                [Scene.from_dict(s) for s in meta["scenes"]])
+    _log(f"generating {args.episodes} held-out episodes of split {split} ...")
+    examples, grounded, scenes = generate_examples(split, args.episodes, seed, features, workers=args.workers,
+                                                   prefix=f"eval-{split}")
+    if args.data_dir is not None:
+        args.data_dir.mkdir(parents=True, exist_ok=True)
+        (args.data_dir / f"{stem}.json").write_text(json.dumps(
+            {"diagnoses": [d.to_dict() for d in grounded], "scenes": [s.to_dict() for s in scenes]}))
+        examples.save(args.data_dir / f"{stem}.npz")
+    return examples, grounded, scenes
+
+
 def _eval(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from coda_critic.actors import applicable_actors, make_actor
-    from coda_critic.dataset import generate_examples
     from coda_critic.grounded import GroundedCritic
     from coda_critic.learned import embed_instructions, load_critic, predict
     from coda_critic.text2potential import ProgramSpec, Text2Potential
@@ -132,9 +164,7 @@ def _eval(args: argparse.Namespace) -> dict[str, Any]:
     translator = Text2Potential()
     compiled = attempted = 0
     for i, split in enumerate(args.splits):
-        _log(f"generating {args.episodes} held-out episodes of split {split} ...")
-        examples, grounded, scenes = generate_examples(split, args.episodes, args.seed + 17 * i, features,
-                                                       workers=args.workers, prefix=f"eval-{split}")
+        examples, grounded, scenes = _held_out(args, split, args.seed + 17 * i, features)
         text = embed_instructions(examples.instructions)
         modes, stages, probs = predict(critic.model, examples, text)
         accuracy["grounded"][split] = {"failure_mode": 1.0, "stage": 1.0}  # the yardstick itself
@@ -158,14 +188,26 @@ def _eval(args: argparse.Namespace) -> dict[str, Any]:
         episodes.append(run_recorded_episode(arm, scene, act, episode_id=f"lat-{j}", policy_version="actor",
                                              robot_id="sim_eval", config=RecordingConfig(
                                                  keyframe_size=features.frame_size)))
-    latency = {}
-    for backend in (GroundedCritic(), critic):
+    backends: list[Any] = [GroundedCritic(), critic]
+    extra: dict[str, Any] = {}
+    if args.vlm_model is not None:
+        from coda_critic.vlm import VlmConfig, VlmCritic
+
+        backends.append(VlmCritic(VlmConfig(model_path=str(args.vlm_model), decoding=args.vlm_decoding, threads=1),
+                                  fallback=critic))
+    latency, verdicts = {}, {}
+    for backend in backends:
         backend.diagnose(episodes[:1])  # warm-up (model and text embedder load)
         start = time.perf_counter()
-        for ep in episodes:
-            backend.diagnose([ep])
+        verdicts[backend.name] = [backend.diagnose([ep])[0] for ep in episodes]
         latency[backend.name] = 1000 * (time.perf_counter() - start) / max(len(episodes), 1)
+    if args.vlm_model is not None:  # the vlm is slow: it is scored on the latency episodes (split id) only
+        pairs = list(zip(verdicts["vlm"], verdicts["grounded"], strict=True))
+        accuracy["vlm"] = {"id": {"failure_mode": float(np.mean([a.failure_mode == t.failure_mode for a, t in pairs])),
+                                  "stage": float(np.mean([a.failed_stage == t.failed_stage for a, t in pairs]))}}
+        extra["vlm"] = {"episodes": len(episodes), "fallback_rate": backends[-1].fallback_rate,
+                        "decoding": args.vlm_decoding}
     return {"model": str(folder), "critic_version": critic.version, "accuracy": accuracy,
-            "per_mode": {"learned": precision_recall}, "latency_ms": latency,
+            "per_mode": {"learned": precision_recall}, "latency_ms": latency, **extra,
             "text2potential_compile_rate": compiled / attempted if attempted else 1.0,
             "text2potential_attempts": attempted, "episodes": counts}

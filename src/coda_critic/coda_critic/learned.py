@@ -82,13 +82,27 @@ class LearnedConfig:
     """AdamW weight decay."""
     stage_weight: float = 1.0
     """Weight of the stage loss against the mode loss."""
+    frame_diff: bool = True
+    """Give each keyframe's encoder the frame and its difference to the first frame (what moved)."""
+    proprio_deltas: bool = True
+    """Give the trajectory encoder the per-sample displacements as well as the positions."""
+    frame_pool: int = 1
+    """Grid the keyframe encoder pools its last feature map to (1: global pooling, translation invariant; it
+    generalises to object positions outside the training region better than a 3 x 3 grid)."""
+    image_shift: int = 2
+    """Training augmentation: keyframes of a minibatch are shifted by up to this many pixels (same shift per batch)."""
+    proprio_shift: float = 0.05
+    """Training augmentation: a uniform random shift of each trajectory's x and y in [-this, this], m
+    (the critic must not tie a failure mode to where on the table it happened)."""
     seed: int = 0
     """Seed of initialisation and shuffling."""
 
     def __post_init__(self) -> None:
         """Check ranges."""
-        if min(self.frame_dim, self.hidden, self.epochs, self.batch_size) < 1 or not 0 < self.lr < 1:
+        if min(self.frame_dim, self.hidden, self.epochs, self.batch_size, self.frame_pool) < 1 or not 0 < self.lr < 1:
             raise ValueError(f"LearnedConfig: sizes, epochs and batch_size must be >= 1 and lr in (0, 1): {self}")
+        if self.image_shift < 0 or self.proprio_shift < 0:
+            raise ValueError(f"LearnedConfig: image_shift and proprio_shift must be >= 0: {self}")
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain dict (features nested)."""
@@ -96,8 +110,13 @@ class LearnedConfig:
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> LearnedConfig:
-        """Inverse of :meth:`to_json_dict`."""
-        return cls(**{**data, "features": FeatureConfig(**data["features"])})
+        """Inverse of :meth:`to_json_dict`; inputs added later are off for configs saved before them."""
+        return cls(**{**LEGACY_INPUTS, **data, "features": FeatureConfig(**data["features"])})
+
+
+LEGACY_INPUTS: dict[str, Any] = {"frame_diff": False, "proprio_deltas": False, "proprio_shift": 0.0, "frame_pool": 3,
+                                  "image_shift": 0}
+"""Values of later :class:`LearnedConfig` fields that reproduce critics saved before those fields existed."""
 
 
 class CriticNet(nn.Module):
@@ -109,12 +128,13 @@ class CriticNet(nn.Module):
         fc = config.features
         self.config = config
         self.frame = nn.Sequential(
-            nn.Conv2d(3, 16, 5, stride=2, padding=2), nn.ReLU(),
+            nn.Conv2d(6 if config.frame_diff else 3, 16, 5, stride=2, padding=2), nn.ReLU(),
             nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
             nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(3), nn.Flatten(), nn.Linear(32 * 9, config.frame_dim), nn.ReLU())
+            nn.AdaptiveAvgPool2d(config.frame_pool), nn.Flatten(),
+            nn.Linear(32 * config.frame_pool**2, config.frame_dim), nn.ReLU())
         self.text = nn.Sequential(nn.Linear(TEXT_DIM, 64), nn.ReLU())
-        self.proprio = nn.Sequential(nn.Linear(fc.proprio_points * 4, 64), nn.ReLU())
+        self.proprio = nn.Sequential(nn.Linear(fc.proprio_points * (8 if config.proprio_deltas else 4), 64), nn.ReLU())
         joint = fc.num_frames * (config.frame_dim + 1) + 64 + 64 + len(FAMILY_NAMES) + MAX_KEYFRAMES
         self.trunk = nn.Sequential(nn.Linear(joint, config.hidden), nn.ReLU(), nn.Linear(config.hidden, config.hidden),
                                    nn.ReLU())
@@ -125,7 +145,12 @@ class CriticNet(nn.Module):
                 family: torch.Tensor, text: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (mode logits (B, 8), stage logits (B, 5)) with stages the family lacks masked out."""
         b, f = frames.shape[:2]
-        codes = self.frame(frames.reshape(b * f, *frames.shape[2:]).float() / 255.0).reshape(b, f, -1)
+        images = frames.float() / 255.0
+        if self.config.frame_diff:
+            images = torch.cat([images, images - images[:, :1]], dim=2)
+        codes = self.frame(images.reshape(b * f, *images.shape[2:])).reshape(b, f, -1)
+        if self.config.proprio_deltas:
+            proprio = torch.cat([proprio, torch.diff(proprio, dim=1, prepend=proprio[:, :1])], dim=-1)
         parts = [torch.cat([codes, steps.unsqueeze(-1)], dim=-1).reshape(b, -1), self.text(text),
                  self.proprio(proprio.reshape(b, -1)), nn.functional.one_hot(family, len(FAMILY_NAMES)).float(),
                  nn.functional.one_hot((count - 1).clamp(0, MAX_KEYFRAMES - 1), MAX_KEYFRAMES).float()]
@@ -176,7 +201,15 @@ def train(examples: Examples, text: np.ndarray, config: LearnedConfig | None = N
         total = 0.0
         for i in range(0, len(order), cfg.batch_size):
             idx = order[i:i + cfg.batch_size]
-            mode_logits, stage_logits = model(*_tensors(examples, text, idx))
+            inputs = _tensors(examples, text, idx)
+            if cfg.proprio_shift > 0:  # same xy shift for every sample of a trajectory
+                shift = rng.uniform(-cfg.proprio_shift, cfg.proprio_shift, (len(idx), 1, 2)).astype(np.float32)
+                inputs[3] = inputs[3].clone()
+                inputs[3][:, :, :2] += torch.from_numpy(shift)
+            if cfg.image_shift > 0:
+                dy, dx = (int(v) for v in rng.integers(-cfg.image_shift, cfg.image_shift + 1, 2))
+                inputs[0] = torch.roll(inputs[0], shifts=(dy, dx), dims=(3, 4))
+            mode_logits, stage_logits = model(*inputs)
             loss = (nn.functional.cross_entropy(mode_logits, mode_y[idx])
                     + cfg.stage_weight * nn.functional.cross_entropy(stage_logits, stage_y[idx]))
             opt.zero_grad()

@@ -128,12 +128,32 @@ def test_cli_train_and_eval(tmp_path, capsys):
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["train_examples"] == 6 and result["version"].startswith("lc-")
-    assert main(["critic", "eval", "--model", result["folder"], "--episodes", "3", "--splits", "id", "position",
-                 "--workers", "1", "--latency-episodes", "2", "--json"]) == 0
+    evaluate = ["critic", "eval", "--model", result["folder"], "--episodes", "3", "--splits", "id", "position",
+                "--workers", "1", "--latency-episodes", "2", "--data-dir", str(tmp_path / "held_out"), "--json"]
+    assert main(evaluate) == 0
     report = json.loads(capsys.readouterr().out)
+    assert len(list((tmp_path / "held_out").glob("eval_*.npz"))) == 2
+    assert main(evaluate) == 0  # the second run reads the written held-out episodes: same figures
+    again = json.loads(capsys.readouterr().out)
+    assert again["accuracy"] == report["accuracy"] and again["per_mode"] == report["per_mode"]
     assert set(report["accuracy"]) == {"grounded", "learned"}
     assert set(report["accuracy"]["learned"]) == {"id", "position"} and report["episodes"] == {"id": 3, "position": 3}
     assert set(report["accuracy"]["learned"]["id"]) == {"failure_mode", "stage"}
     assert 0 <= report["accuracy"]["learned"]["position"]["failure_mode"] <= 1
     assert set(report["latency_ms"]) == {"grounded", "learned"} and report["latency_ms"]["grounded"] > 0
     assert 0 < report["text2potential_compile_rate"] <= 1 or report["text2potential_attempts"] == 0
+
+
+def test_critics_saved_before_later_inputs_still_load(tmp_path):
+    from coda_critic.learned import LEGACY_INPUTS, CriticNet
+
+    legacy = CriticNet(LearnedConfig(features=FEATURES, **LEGACY_INPUTS))
+    folder = save_model(legacy, tmp_path)
+    meta = json.loads((folder / CONFIG_FILE).read_text())
+    for key in LEGACY_INPUTS:  # a config.json written before these fields existed
+        del meta["config"][key]
+    (folder / CONFIG_FILE).write_text(json.dumps(meta))
+    critic = load_critic(folder)
+    assert critic.version == folder.name
+    assert all(getattr(critic.model.config, k) == v for k, v in LEGACY_INPUTS.items())
+    assert critic.model.frame[0].in_channels == 3  # no frame-difference channels
