@@ -14,6 +14,9 @@
 - :func:`compile_action_mean`: the network's action mean for one instruction as a traced, frozen graph (the
   instruction branch folded into constants, the unused value heads dropped). The controller builds one per
   (version, instruction) off the control path; it computes the same numbers at a fraction of the per-tick cost.
+- :class:`NumpyActionMean` (built and checked by :func:`numpy_action_mean`): the same action mean in NumPy,
+  cheaper again for one observation (a few dozen small array operations instead of ~100 dispatched torch
+  operators). The controller uses it first, the TorchScript graph if it cannot be built, else the eager network.
 """
 
 from __future__ import annotations
@@ -266,6 +269,148 @@ def compile_action_mean(net: CodaPolicyNet, embedding: torch.Tensor, checks: int
     return graph
 
 
+class NumpyActionMean:
+    """``obs -> tanh(actor(features(obs, embedding)))`` of a :class:`CodaPolicyNet` in NumPy, for one observation.
+
+    The same arithmetic as the network's eval-mode forward (float32), with the instruction branch computed once
+    and the value heads left out; per call it runs a few dozen small NumPy operations instead of the ~100
+    dispatched torch operators of the traced graph, which is what a single observation through this small network
+    costs. Built by :func:`numpy_action_mean` (which checks it against the network); ``net`` must not be changed
+    afterwards (the weights are copied, but the result would no longer match the version).
+    """
+
+    def __init__(self, net: CodaPolicyNet, embedding: torch.Tensor) -> None:
+        """Copy the weights; NotImplementedError for a layer this forward does not reproduce."""
+        from scipy.special import erf  # ImportError: the caller falls back to the TorchScript graph
+
+        cfg, ix = net.cfg, net.index
+        self._erf = erf
+        for layer in net.self_attn:
+            if layer.activation is not torch.nn.functional.relu or not layer.norm_first:
+                raise NotImplementedError("self-attention layers other than pre-norm ReLU")
+        for mha in [net.cross_attn] + [layer.self_attn for layer in net.self_attn]:
+            if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
+                raise NotImplementedError("attention with separate key/value sizes, key/value bias or zero attention")
+
+        def f32(t: torch.Tensor) -> np.ndarray:
+            return np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float32)
+
+        def linear(m: torch.nn.Linear) -> tuple[np.ndarray, np.ndarray]:
+            return f32(m.weight.T), f32(m.bias) if m.bias is not None else np.zeros(m.out_features, np.float32)
+
+        with torch.no_grad():
+            lang = net.instr_proj(embedding)
+            gamma, beta = net.film(lang).chunk(2, dim=-1)
+            self.lang, self.scale, self.beta = f32(lang[0]), f32(1.0 + gamma[0]), f32(beta[0])
+            self.query_base = f32(net.queries + lang)
+        self.heads, self.d = cfg.num_heads, cfg.d_model
+        self.num_shapes, self.max_stages = cfg.num_shapes, cfg.max_stages
+        self.shape_eye = np.eye(cfg.num_shapes, dtype=np.float32)
+        self.stage_eye = np.eye(cfg.max_stages + 1, dtype=np.float32)
+        self.pos_ix, self.rgb_ix, self.size_ix = ix.pos.numpy(), ix.rgb.numpy(), ix.size.numpy()
+        self.shape_ix, self.present_ix, self.proprio_ix = ix.shape.numpy(), ix.present.numpy(), ix.proprio.numpy()
+        ee = ix.ee_pos.tolist()
+        self.ee = slice(ee[0], ee[-1] + 1)
+        self.stage_col = ix.stage
+        self.token1, self.token2 = linear(net.token_mlp[0]), linear(net.token_mlp[2])
+        self.layers = [
+            (
+                (f32(layer.norm1.weight), f32(layer.norm1.bias), layer.norm1.eps),
+                (f32(layer.self_attn.in_proj_weight.T), f32(layer.self_attn.in_proj_bias)),
+                linear(layer.self_attn.out_proj),
+                (f32(layer.norm2.weight), f32(layer.norm2.bias), layer.norm2.eps),
+                linear(layer.linear1),
+                linear(layer.linear2),
+            )
+            for layer in net.self_attn
+        ]
+        self.proprio = linear(net.proprio_proj)
+        w_in, b_in = f32(net.cross_attn.in_proj_weight.T), f32(net.cross_attn.in_proj_bias)
+        d = self.d
+        self.cross_q, self.cross_kv = (w_in[:, :d], b_in[:d]), (np.ascontiguousarray(w_in[:, d:]), b_in[d:])
+        self.cross_out = linear(net.cross_attn.out_proj)
+        self.actor = [linear(net.actor[i]) for i in (0, 2, 4)]
+
+    def _gelu(self, x: np.ndarray) -> np.ndarray:
+        return 0.5 * x * (1.0 + self._erf(x * np.float32(0.7071067811865476)))
+
+    @staticmethod
+    def _norm(x: np.ndarray, params: tuple[np.ndarray, np.ndarray, float]) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        centred = x - mean
+        var = (centred * centred).mean(-1, keepdims=True)
+        return centred / np.sqrt(var + np.float32(params[2])) * params[0] + params[1]
+
+    def _attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Multi-head attention of projected (L, d) queries over (S, d) keys/values; (L, d) and (H, L, S) weights."""
+        h, hd = self.heads, self.d // self.heads
+        qh = q.reshape(-1, h, hd).transpose(1, 0, 2)
+        kh = k.reshape(-1, h, hd).transpose(1, 2, 0)
+        vh = v.reshape(-1, h, hd).transpose(1, 0, 2)
+        scores = (qh @ kh) * np.float32(hd**-0.5) + mask
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        weights = scores / scores.sum(-1, keepdims=True)
+        return (weights @ vh).transpose(1, 0, 2).reshape(-1, self.d), weights
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Return the (action_dim,) action mean in [-1, 1] of a finite (obs_dim,) float32 observation."""
+        o = obs
+        pos = o[self.pos_ix]
+        rel = pos - o[self.ee]
+        shape = self.shape_eye[np.clip(np.rint(o[self.shape_ix]), 0, self.num_shapes - 1).astype(np.intp)]
+        tokens = np.concatenate([pos, rel, o[self.rgb_ix], shape, o[self.size_ix]], axis=1)
+        mask = np.where(o[self.present_ix] < 0.5, np.float32(-np.inf), np.float32(0.0))
+        (w1, b1), (w2, b2) = self.token1, self.token2
+        tokens = (self._gelu(tokens @ w1 + b1) @ w2 + b2) * self.scale + self.beta
+        for norm1, (w_in, b_in), (w_out, b_out), norm2, (wa, ba), (wb, bb) in self.layers:
+            qkv = self._norm(tokens, norm1) @ w_in + b_in
+            attn, _ = self._attend(qkv[:, :self.d], qkv[:, self.d:2 * self.d], qkv[:, 2 * self.d:], mask)
+            tokens = tokens + (attn @ w_out + b_out)
+            hidden = np.maximum(self._norm(tokens, norm2) @ wa + ba, np.float32(0.0))
+            tokens = tokens + (hidden @ wb + bb)
+        stage = self.stage_eye[int(np.clip(np.rint(o[self.stage_col]), 0, self.max_stages))]
+        proprio = np.concatenate([o[self.proprio_ix], stage])
+        query = self.query_base + (proprio @ self.proprio[0] + self.proprio[1])
+        q = query @ self.cross_q[0] + self.cross_q[1]
+        kv = tokens @ self.cross_kv[0] + self.cross_kv[1]
+        pooled, weights = self._attend(q, kv[:, :self.d], kv[:, self.d:], mask)
+        pooled = pooled @ self.cross_out[0] + self.cross_out[1]
+        w = weights.mean(0)
+        pointer = np.concatenate([w @ rel, w @ pos], axis=1)
+        x = np.concatenate([self.lang, proprio, pooled.ravel(), pointer.ravel()])
+        (a0, c0), (a1, c1), (a2, c2) = self.actor
+        x = self._gelu(x @ a0 + c0)
+        x = self._gelu(x @ a1 + c1)
+        return np.tanh(x @ a2 + c2)
+
+
+def numpy_action_mean(net: CodaPolicyNet, embedding: torch.Tensor, checks: int = 8) -> NumpyActionMean:
+    """Return the :class:`NumpyActionMean` of ``net`` for one instruction, checked against the eager network.
+
+    The check runs ``checks`` random observations with 1 to ``max_objects`` objects and every stage index
+    (RuntimeError on any difference); ValueError for an embedding of the wrong shape; NotImplementedError or
+    ImportError when this network cannot be run in NumPy here.
+    """
+    cfg = net.cfg
+    if embedding.shape != (1, cfg.instruction_dim):
+        raise ValueError(f"embedding shape {tuple(embedding.shape)} != (1, {cfg.instruction_dim})")
+    fn = NumpyActionMean(net, embedding)
+    rng = np.random.default_rng(0)
+    present_cols = [cfg.layout[f"obj{k}_present"][0] for k in range(cfg.max_objects)]
+    stage_col = cfg.layout["stage_index"][0]
+    for i in range(checks):
+        obs = rng.uniform(-1.0, 1.0, cfg.obs_dim).astype(np.float32)
+        obs[present_cols] = np.arange(cfg.max_objects) < 1 + i % cfg.max_objects
+        obs[stage_col] = i % (cfg.max_stages + 2)
+        with torch.no_grad():
+            expected = net(torch.from_numpy(obs)[None], embedding)[0][0].numpy()
+        got = fn(obs)
+        if got.shape != expected.shape or not np.allclose(got, expected, atol=1e-5, rtol=1e-4):
+            gap = float(np.abs(got - expected).max()) if got.shape == expected.shape else float("inf")
+            raise RuntimeError(f"NumPy action mean differs from the network by {gap}")
+    return fn
+
+
 def load_version(folder: Path, expected_sha256: str = "") -> LoadedPolicy:
     """Load a version folder, checking the weights' SHA-256 when one is given (ValueError on mismatch)."""
     folder = Path(folder)
@@ -291,7 +436,8 @@ class PolicyController:
         self._objects: tuple[float, list[ObjectInfo], np.ndarray] | None = None  # stamp, objects, slots
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
-        self._compiled: tuple[LoadedPolicy, torch.Tensor, ActionMean] | None = None
+        self._compiled: tuple[LoadedPolicy, torch.Tensor, ActionMean | NumpyActionMean, bool] | None = None
+        """(version, embedding, action mean, True when it is the NumPy one) for the current pair."""
         self.compile_error = ""
         """Why the last compilation failed (empty if it did not); ticks then run the eager network."""
 
@@ -302,12 +448,18 @@ class PolicyController:
         if embedding.shape[1] != policy.net.cfg.instruction_dim:
             return  # tick holds with a reason
         try:
+            self._compiled = (policy, embedding, numpy_action_mean(policy.net, embedding), True)
+            self.compile_error = ""
+            return
+        except Exception:  # any failure: the TorchScript graph (also checked) is next
+            pass
+        try:
             fn = compile_action_mean(policy.net, embedding)
         except Exception as exc:  # any failure leaves the (correct) eager path in use
             self.compile_error = f"{type(exc).__name__}: {exc}"
             return
         self.compile_error = ""
-        self._compiled = (policy, embedding, fn)
+        self._compiled = (policy, embedding, fn, False)
 
     def swap(self, policy: LoadedPolicy) -> None:
         """Make ``policy`` the one used from the next tick on (a single reference assignment).
@@ -371,12 +523,15 @@ class PolicyController:
         if embedding.shape[1] != policy.net.cfg.instruction_dim:
             return self._hold("instruction embedding does not fit the policy", version)
         compiled = self._compiled
-        with torch.inference_mode():
-            if compiled is not None and compiled[0] is policy and compiled[1] is embedding:
-                mean = compiled[2](torch.from_numpy(obs)[None])
-            else:
-                mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)
-        action = mean[0].numpy().astype(np.float64)
+        if compiled is not None and compiled[0] is policy and compiled[1] is embedding and compiled[3]:
+            action = compiled[2](obs).astype(np.float64)
+        else:
+            with torch.inference_mode():
+                if compiled is not None and compiled[0] is policy and compiled[1] is embedding:
+                    mean = compiled[2](torch.from_numpy(obs)[None])
+                else:
+                    mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)
+            action = mean[0].numpy().astype(np.float64)
         if not np.all(np.isfinite(action)):
             return self._hold("policy output not finite", version)
         limit = min(self.cfg.max_delta, policy.net.cfg.max_delta)

@@ -21,6 +21,7 @@ from coda_policy.control import (
     ObjectInfo,
     PolicyController,
     compile_action_mean,
+    numpy_action_mean,
 )
 from coda_policy.sft import build_policy
 
@@ -79,6 +80,24 @@ def test_compiled_action_mean_equals_the_network(tiny_policy_config):
         compile_action_mean(net, embedding[:, :10])
 
 
+def test_numpy_action_mean_equals_the_network(tiny_policy_config):
+    net = build_policy(tiny_policy_config, 5).net.eval()
+    embedding = torch.from_numpy(np.random.default_rng(3).normal(size=(1, 384)).astype(np.float32))
+    fast = numpy_action_mean(net, embedding)
+    rng = np.random.default_rng(4)
+    cfg = net.cfg
+    present_cols = [cfg.layout[f"obj{k}_present"][0] for k in range(cfg.max_objects)]
+    for count in range(1, cfg.max_objects + 1):
+        obs = rng.uniform(-1.0, 1.0, cfg.obs_dim).astype(np.float32)
+        obs[present_cols] = (np.arange(cfg.max_objects) < count).astype(np.float32)
+        obs[cfg.layout["stage_index"][0]] = count - 1
+        with torch.no_grad():
+            expected = net(torch.from_numpy(obs)[None], embedding)[0][0].numpy()
+        np.testing.assert_allclose(fast(obs), expected, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="embedding shape"):
+        numpy_action_mean(net, embedding[:, :10])
+
+
 def test_controller_commands_are_the_same_compiled_or_eager(tiny_policy_config):
     net = build_policy(tiny_policy_config, 4).net.eval()
     embedding = np.random.default_rng(2).normal(size=384).astype(np.float32)
@@ -92,6 +111,7 @@ def test_controller_commands_are_the_same_compiled_or_eager(tiny_policy_config):
         controller.swap(LoadedPolicy("v1", net))
         controller.set_instruction("touch the red cube", embedding)
         assert controller.compiled is compiled and controller.compile_error == ""
+        assert compiled is (controller._compiled is not None and controller._compiled[3])  # the NumPy forward
         commands[compiled] = []
         for k in range(5):
             controller.set_arm(1.0 + 0.1 * k, np.array([0.4 + 0.01 * k, 0.0, 0.6]), 0.08)

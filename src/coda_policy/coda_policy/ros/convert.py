@@ -27,12 +27,17 @@ def objects_from_msg(msg: ObjectStates) -> list[ObjectInfo]:
 
 def command_to_msg(cmd: Command, stamp: Time) -> ArmCommand:
     """Convert a controller command to ArmCommand (gripper < 0 closes there, so the sign flips)."""
-    msg = ArmCommand()
+    return fill_command_msg(ArmCommand(), cmd, stamp)
+
+
+def fill_command_msg(msg: ArmCommand, cmd: Command, stamp: Time) -> ArmCommand:
+    """Write a controller command into ``msg`` (reused from tick to tick by the node) and return it."""
     msg.header.stamp = stamp
     msg.header.frame_id = "world"
     msg.policy_version = cmd.version
-    msg.delta.x, msg.delta.y, msg.delta.z = (float(v) for v in cmd.delta)
-    msg.gripper = float(-cmd.gripper)
+    delta = cmd.delta.tolist()
+    msg.delta.x, msg.delta.y, msg.delta.z = float(delta[0]), float(delta[1]), float(delta[2])
+    msg.gripper = -float(cmd.gripper)
     msg.hold = bool(cmd.hold)
     msg.hold_reason = cmd.reason
     msg.stage = int(cmd.stage)

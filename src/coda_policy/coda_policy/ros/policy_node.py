@@ -38,7 +38,7 @@ from std_msgs.msg import String
 
 from coda_msgs.msg import ArmCommand, ObjectStates, PolicyVersion
 from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version
-from coda_policy.ros.convert import checkpoint_folder, command_to_msg, objects_from_msg, stamp_seconds
+from coda_policy.ros.convert import checkpoint_folder, fill_command_msg, objects_from_msg, stamp_seconds
 
 PARAMETERS: dict[str, tuple[object, str]] = {
     "control_rate_hz": (10.0, "command rate, Hz"),
@@ -75,6 +75,7 @@ class PolicyNode(Node):
         self._embedder = None
         self._last_reason = None
         self.publisher = self.create_publisher(ArmCommand, "arm_command", 10)
+        self._command = ArmCommand()  # filled and published every tick (publish serialises it at once)
         self.create_subscription(JointState, "joint_states", self.on_joint_states, 10)
         self.create_subscription(ObjectStates, "object_states", self.on_object_states, 10)
         self.create_subscription(String, "instruction", self.on_instruction, 10)
@@ -153,7 +154,7 @@ class PolicyNode(Node):
         cmd = self.controller.tick(self._now())
         # The command is stamped with the observation it was computed from (ArmCommand.header).
         stamp = self._obs_stamp if self._obs_stamp is not None else self.get_clock().now().to_msg()
-        self.publisher.publish(command_to_msg(cmd, stamp))
+        self.publisher.publish(fill_command_msg(self._command, cmd, stamp))
         if cmd.reason != self._last_reason:
             if cmd.hold:
                 self.get_logger().warning(f"holding: {cmd.reason}")
