@@ -51,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="action-noise log std at the start of a run from --init-from (default: the checkpoint's)")
         p.add_argument("--target-kl", type=float, default=None,
                        help="stop an update's epochs once the approximate KL exceeds 1.5x this (default: never)")
+        p.add_argument("--bc-demos", default="", help="demonstrations .npz (SFT --demos-file) for a BC term in PPO")
+        p.add_argument("--bc-coef", type=float, default=0.0, help="weight of the BC term (0: none)")
         p.add_argument("--value-warmup-rollouts", type=int, default=0,
                        help="first rollouts that train the value heads only (fine-tuning from SFT)")
         p.add_argument("--eval-episodes", type=int, default=0)
@@ -72,7 +74,7 @@ def _rl_config(args: argparse.Namespace, seed: int, shaping: bool, version_id: s
                     n_steps=args.n_steps, total_env_steps=args.total_env_steps, epochs=args.epochs,
                     batch_size=args.batch_size, lr=args.lr, init_from=args.init_from,
                     init_log_std=args.init_log_std, value_warmup_rollouts=args.value_warmup_rollouts,
-                    target_kl=args.target_kl,
+                    target_kl=args.target_kl, bc_demos=args.bc_demos, bc_coef=args.bc_coef,
                     resume=not getattr(args, "no_resume", False), eval_episodes=args.eval_episodes, seed=seed,
                     output_dir=args.output_dir, version_id=version_id, num_threads=args.threads,
                     progress=not args.no_progress)

@@ -83,6 +83,11 @@ class RLConfig:
     init_log_std: float | None = None
     """Log standard deviation of the action noise at the start of a run from ``init_from`` (None keeps the
     checkpoint's); a fine-tuned SFT policy explores around what it imitates with a smaller noise."""
+    bc_demos: str = ""
+    """Demonstrations file (a ``DemoSet`` ``.npz``, e.g. SFT's ``demos_file``) for a behaviour-cloning term in PPO."""
+    bc_coef: float = 0.0
+    """Weight of that term: squared error of the action mean on a minibatch of this family's demonstration steps
+    (0: none). Keeps a fine-tuned SFT policy near what it imitated while the reward is still rare."""
     value_warmup_rollouts: int = 0
     """First rollouts in which only the critic MLP learns (actor and shared encoder kept), so that a policy
     fine-tuned from SFT is not pushed around by advantages of untrained value heads."""
@@ -125,7 +130,9 @@ class RLConfig:
             errors.append(f"RLConfig.clip_range={self.clip_range} must be in (0, 1)")
         if self.init_log_std is not None and not -5.0 <= self.init_log_std <= 1.0:
             errors.append(f"RLConfig.init_log_std={self.init_log_std} must be in [-5, 1]")
-        for name in ("vf_coef", "ent_coef", "eval_episodes", "value_warmup_rollouts"):
+        if self.bc_coef and not Path(self.bc_demos).is_file():
+            errors.append(f"RLConfig.bc_demos={self.bc_demos!r} must be a demonstrations file when bc_coef > 0")
+        for name in ("vf_coef", "ent_coef", "eval_episodes", "value_warmup_rollouts", "bc_coef"):
             if getattr(self, name) < 0:
                 errors.append(f"RLConfig.{name}={getattr(self, name)} must be >= 0")
         if self.target_kl is not None and self.target_kl <= 0:
@@ -262,12 +269,16 @@ def ppo_update(
     cfg: RLConfig,
     seed: int,
     value_only: bool = False,
+    demos: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, float]:
     """PPO epochs over the buffer's minibatches (order seeded by ``seed``); returns mean losses and diagnostics.
 
     Policy loss: clipped surrogate on per-minibatch normalised advantages. Value loss: squared error between
     the value of the transition's stage head and its GAE return. ``value_only`` steps the critic MLP alone.
+    ``demos`` (``obs``, ``instr``, ``action`` tensors) adds ``cfg.bc_coef`` times the behaviour-cloning error on a
+    random minibatch of them.
     """
+    bc_generator = torch.Generator().manual_seed(seed)
     critic_params = {id(p) for p in net.critic.parameters()}
     obs_dim = net.cfg.obs_dim
     sums: dict[str, float] = {
@@ -276,6 +287,7 @@ def ppo_update(
         "entropy": 0.0,
         "approx_kl": 0.0,
         "clip_fraction": 0.0,
+        "bc_loss": 0.0,
     }
     count, stopped = 0, False
     epochs_run = 0
@@ -302,6 +314,12 @@ def ppo_update(
             value_loss = (torch.from_numpy(mb.returns) - value).pow(2).mean()
             entropy = net.entropy()
             loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+            bc_loss = torch.zeros(())
+            if demos is not None and cfg.bc_coef > 0:
+                pick = torch.randint(len(demos["obs"]), (cfg.batch_size,), generator=bc_generator)
+                bc_mean, _ = net(demos["obs"][pick], demos["instr"][pick])
+                bc_loss = (bc_mean - demos["action"][pick]).pow(2).mean()
+                loss = loss + cfg.bc_coef * bc_loss
             optimizer.zero_grad(set_to_none=True)
             if value_only:
                 (cfg.vf_coef * value_loss).backward()
@@ -315,6 +333,7 @@ def ppo_update(
             with torch.no_grad():
                 sums["policy_loss"] += float(policy_loss)
                 sums["value_loss"] += float(value_loss)
+                sums["bc_loss"] += float(bc_loss)
                 sums["entropy"] += float(entropy)
                 sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
                 sums["clip_fraction"] += float(((ratio - 1).abs() > cfg.clip_range).float().mean())
@@ -390,6 +409,7 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
         optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
         env_steps, update = int(state["env_steps"]), int(state["update"])
+    demos = _family_demos(cfg) if cfg.bc_coef > 0 else None
     rollouts = Rollouts(cfg, embedder, np.random.default_rng([cfg.seed, update]))
     obs_dim = net.cfg.obs_dim + net.cfg.instruction_dim
     buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, obs_dim, net.cfg.action_dim)
@@ -410,7 +430,7 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
         last_values = rollouts.collect(net, buffer, generator)
         buffer.compute_gae(last_values, rollouts.episode_start, cfg.gamma, cfg.gae_lambda)
         losses = ppo_update(net, optimizer, buffer, cfg, cfg.seed * 100_003 + update,
-                            value_only=update < cfg.value_warmup_rollouts)
+                            value_only=update < cfg.value_warmup_rollouts, demos=demos)
         env_steps += per_rollout
         finished = rollouts.pop_finished()
         history.append(finished)
@@ -459,6 +479,17 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
     )
     log.close()
     return result
+
+
+def _family_demos(cfg: RLConfig) -> dict[str, torch.Tensor]:
+    """Return the demonstration steps of ``cfg.family`` in ``cfg.bc_demos`` as tensors (ValueError if none)."""
+    from coda_policy.data import DemoSet
+
+    demos = DemoSet.load(cfg.bc_demos)
+    if cfg.family not in demos.families:
+        raise ValueError(f"RLConfig.bc_demos={cfg.bc_demos!r} holds {list(demos.families)}, not {cfg.family!r}")
+    steps = demos.family == demos.families.index(cfg.family)
+    return {k: v[torch.from_numpy(steps)] for k, v in demos.tensors().items() if k in ("obs", "instr", "action")}
 
 
 def _save(

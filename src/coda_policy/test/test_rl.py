@@ -112,6 +112,21 @@ def test_train_rl_resumes_and_starts_from_a_checkpoint(tmp_path, tiny_policy_con
     assert torch.allclose(net.log_std, torch.full_like(net.log_std, -2.0))
 
 
+def test_behaviour_cloning_term_uses_the_family_demonstrations(tmp_path, tiny_policy_config, embedder):
+    from coda_policy.data import collect
+
+    demos = collect(("reach",), 2, np.random.default_rng(5), "id", embedder, tiny_policy_config.max_delta)
+    demos.save(tmp_path / "demos.npz")
+    result = train_rl(_cfg(tmp_path, tiny_policy_config, bc_demos=str(tmp_path / "demos.npz"), bc_coef=1.0), embedder)
+    rows = read_metrics(result.folder / "metrics.jsonl", "rollout")
+    assert all(np.isfinite(r["bc_loss"]) and r["bc_loss"] > 0 for r in rows)
+    plain = train_rl(_cfg(tmp_path, tiny_policy_config), embedder)
+    assert all(r["bc_loss"] == 0 for r in read_metrics(plain.folder / "metrics.jsonl", "rollout"))
+    with pytest.raises(ValueError, match="not 'push'"):
+        train_rl(_cfg(tmp_path, tiny_policy_config, family="push", bc_demos=str(tmp_path / "demos.npz"), bc_coef=1.0),
+                 embedder)
+
+
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({"family": "fly"}, "family"),
     ({"gamma": 1.5}, "gamma"),
@@ -121,6 +136,7 @@ def test_train_rl_resumes_and_starts_from_a_checkpoint(tmp_path, tiny_policy_con
     ({"init_log_std": 3.0}, "init_log_std"),
     ({"value_warmup_rollouts": -1}, "value_warmup_rollouts"),
     ({"target_kl": 0.0}, "target_kl"),
+    ({"bc_coef": 0.5}, "bc_demos"),
 ])
 def test_bad_rl_config_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=f"RLConfig.{field}"):
