@@ -303,58 +303,6 @@ def test_topic_episodes_give_diagnoses_and_programs_bad_ones_are_dropped(recorde
 VLM_PICKS = [("pick_place", "offset_grasp"), ("reach", "wrong_object")]
 
 
-def byte_tokenizer():
-    """Return a byte-level tokenizer (256 byte tokens, no merges) with special tokens and ``<image>``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
-    )
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    return tokenizer
-
-
-@pytest.fixture(scope="module")
-def tiny_vlm(tmp_path_factory):
-    """Save a random LLaVA (CLIP tower 16 px / 8 px patches, one Llama layer of width 32) to a folder."""
-    import torch
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
-
-    tokenizer = byte_tokenizer()
-    vision = CLIPVisionConfig(
-        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=16, patch_size=8
-    )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    config = LlavaConfig(
-        vision_config=vision,
-        text_config=text,
-        vision_feature_layer=-1,
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        vision_feature_select_strategy="default",
-    )
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny_llava")
-    LlavaForConditionalGeneration(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def as_received(msgs: list[EpisodeResult], scenes: list[Any]) -> list[Any]:
     """Return the episodes the node reads from ``msgs``: CDR round trip, decoded keyframes, episode_input."""
     book = SceneBook()

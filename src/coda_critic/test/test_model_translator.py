@@ -2,13 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Model-backed Text2potential: program extraction, the compile gate, and a tiny random causal LM.
 
-The random model (built here, saved, loaded through the real loading code) writes text that does not
+The random model (conftest: built, saved, loaded through the real loading code) writes text that does not
 compile: each attempt is rejected with the compiler's error and the grammar translator's program is
 used instead.
 """
 
 import pytest
-import torch
 
 from coda_critic.diagnosis import MODE_SUCCESS
 from coda_critic.grounded import GroundedCritic
@@ -23,36 +22,6 @@ from coda_critic.model_translator import (
 from coda_critic.text2potential import ProgramSpec, Reject, Text2Potential, compile_checked, training_plan
 from coda_engine.sim.families import get_family
 from coda_engine.sim.layout import LAYOUT
-
-
-def byte_tokenizer():
-    """Build a byte-level tokenizer (256 byte tokens, no merges) with special tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   unk_token="<unk>")
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    """Save a random 1-layer Llama (hidden 32) with the byte tokenizer to a folder."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tokenizer = byte_tokenizer()
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny_llama")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")

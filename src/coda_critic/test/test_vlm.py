@@ -1,6 +1,6 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""VLM critic: schema checks on strings, and a tiny random LLaVA built here, saved, loaded by the real code.
+"""VLM critic: schema checks on strings, and a tiny random LLaVA (conftest) saved and loaded by the real code.
 
 The random model's free answers are garbage, so every episode is asked twice and then diagnosed by
 a learned critic (trained here on grounded labels, saved and reloaded). With constrained decoding the
@@ -35,43 +35,6 @@ VALID = {"failure_mode": "missed_grasp", "stage": "grasp", "target": "red_ball",
          "conditions": {"position_region": "left_far", "num_distractors": 1},
          "explanation": "The fingers closed beside the ball.", "confidence": 0.7}
 PICKS = [("pick_place", "expert"), ("pick_place", "offset_grasp"), ("reach", "wrong_object")]
-
-
-def byte_tokenizer():
-    """Build a byte-level tokenizer (256 byte tokens, no merges) with special tokens and an ``<image>`` token."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                        unk_token="<unk>")
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    return tokenizer
-
-
-@pytest.fixture(scope="module")
-def tiny_vlm(tmp_path_factory):
-    """Save a random LLaVA (CLIP vision tower 16 px / 8 px patches, 1-layer Llama, hidden 32) saved to a folder."""
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
-
-    tokenizer = byte_tokenizer()
-    vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                              image_size=16, patch_size=8, projection_dim=16)
-    text = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                       bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                       pad_token_id=tokenizer.pad_token_id)
-    config = LlavaConfig(vision_config=vision, text_config=text, vision_feature_layer=-1,
-                         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-                         vision_feature_select_strategy="default")
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny_llava")
-    LlavaForConditionalGeneration(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +99,7 @@ def test_validate_answer():
     assert reach.failed_stage == 1
 
 
-def test_config_and_loading_errors(tmp_path, tiny_vlm, picked):
+def test_config_and_loading_errors(tmp_path, tiny_vlm, tiny_lm, picked):
     with pytest.raises(ValueError, match="decoding='beam'"):
         VlmConfig(decoding="beam")
     with pytest.raises(ValueError, match="prompt_template"):
@@ -146,13 +109,8 @@ def test_config_and_loading_errors(tmp_path, tiny_vlm, picked):
     with pytest.raises(ValueError, match="not a checkpoint folder"):
         load_vlm(VlmConfig(model_path=str(tmp_path / "nothing")))
     # A text-only checkpoint is refused with the reason.
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                 num_attention_heads=2, num_key_value_heads=2)).save_pretrained(tmp_path / "llama")
-    byte_tokenizer().save_pretrained(tmp_path / "llama")
     with pytest.raises(ValueError, match="cannot load a vision-language checkpoint"):
-        load_vlm(VlmConfig(model_path=str(tmp_path / "llama")))
+        load_vlm(VlmConfig(model_path=str(tiny_lm)))
     prompt = build_prompt(picked[1], 3, feedback="stage='x' is not a stage")
     assert "place the" in prompt and "reach, grasp, lift, place" in prompt and "offset" not in prompt
     assert prompt.endswith("Your previous answer was rejected: stage='x' is not a stage. Reply with the JSON object "
