@@ -11,20 +11,17 @@
   :class:`Command`: the clipped action of the loaded version, or *hold* with a reason when an input is
   missing, stale (older than ``max_input_age``) or not finite, or no version is loaded. Versions are loaded
   off the control path and swapped in with a single reference assignment (atomic for the tick).
-- :func:`compile_action_mean`: the network's action mean for one instruction as a traced, frozen graph (the
-  instruction branch folded into constants, the unused value heads dropped). The controller builds one per
-  (version, instruction) off the control path; it computes the same numbers at a fraction of the per-tick cost.
-- :class:`NumpyActionMean` (built and checked by :func:`numpy_action_mean`): the same action mean in NumPy,
-  cheaper again for one observation (a few dozen small array operations instead of ~100 dispatched torch
-  operators). The controller uses it first, the TorchScript graph if it cannot be built, else the eager network.
+- :class:`NumpyActionMean` (built and checked by :func:`numpy_action_mean`): the network's action mean for one
+  instruction in NumPy (instruction branch computed once, value heads left out): a few dozen small array
+  operations instead of ~100 dispatched torch operators per observation. The controller builds one per
+  (version, instruction) off the control path and falls back to the eager network if it cannot be built.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,8 +50,8 @@ class ControlConfig:
     program: str = ""
     """Staged potential program source that tracks the stage index; empty uses the family's."""
     use_compiled: bool = True
-    """Run the action mean through :func:`compile_action_mean` (built per version and instruction off the
-    control path); False, or when building it fails (reported in ``PolicyController.compile_error``): eager."""
+    """Run the action mean through :func:`numpy_action_mean` (built per version and instruction off the control
+    path); False, or when building it fails (reported in ``PolicyController.compile_error``): the eager network."""
 
     def __post_init__(self) -> None:
         """Check the fields; errors name the field."""
@@ -224,51 +221,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-ActionMean = Callable[[torch.Tensor], torch.Tensor]
-"""(1, obs_dim) observation -> (1, action_dim) action mean in [-1, 1], for a fixed instruction."""
-
-
-def compile_action_mean(net: CodaPolicyNet, embedding: torch.Tensor, checks: int = 8) -> ActionMean:
-    """Return ``obs -> net(obs, embedding)[0]`` for one observation as a frozen TorchScript graph.
-
-    Tracing with the embedding as a constant lets freezing fold the instruction branch and drop the value
-    heads (their outputs are unused); what is left runs without per-module Python dispatch. ``net`` must not be
-    changed afterwards (the graph holds its weights and values computed from them). The graph is checked against
-    the eager network on ``checks`` random observations with 1 to ``max_objects`` objects (RuntimeError on any
-    difference).
-    """
-    cfg = net.cfg
-    if embedding.shape != (1, cfg.instruction_dim):
-        raise ValueError(f"embedding shape {tuple(embedding.shape)} != (1, {cfg.instruction_dim})")
-
-    class _Fixed(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = net
-            self.register_buffer("embedding", embedding.detach().clone())
-
-        def forward(self, obs: torch.Tensor) -> torch.Tensor:
-            return self.net(obs, self.embedding)[0]
-
-    rng = np.random.default_rng(0)
-    samples = torch.from_numpy(rng.uniform(-1.0, 1.0, (checks + 1, 1, cfg.obs_dim)).astype(np.float32))
-    for i, sample in enumerate(samples):
-        present = np.arange(cfg.max_objects) < 1 + i % cfg.max_objects
-        sample[0, [cfg.layout[f"obj{k}_present"][0] for k in range(cfg.max_objects)]] = torch.from_numpy(
-            present.astype(np.float32))
-    with warnings.catch_warnings(), torch.no_grad():
-        # Tracing warns about shape checks turned into constants (the batch is always one observation)
-        # and that TorchScript is deprecated; neither matters for this fixed-shape graph.
-        warnings.simplefilter("ignore")
-        graph = torch.jit.freeze(torch.jit.trace(_Fixed().eval(), (samples[0],), check_trace=False))
-        for sample in samples[1:]:
-            expected, got = net(sample, embedding)[0], graph(sample)
-            if not torch.allclose(expected, got, atol=1e-5, rtol=1e-4):
-                gap = float((expected - got).abs().max())
-                raise RuntimeError(f"compiled action mean differs from the network by {gap}")
-    return graph
-
-
 class NumpyActionMean:
     """``obs -> tanh(actor(features(obs, embedding)))`` of a :class:`CodaPolicyNet` in NumPy, for one observation.
 
@@ -281,7 +233,7 @@ class NumpyActionMean:
 
     def __init__(self, net: CodaPolicyNet, embedding: torch.Tensor) -> None:
         """Copy the weights; NotImplementedError for a layer this forward does not reproduce."""
-        from scipy.special import erf  # ImportError: the caller falls back to the TorchScript graph
+        from scipy.special import erf
 
         cfg, ix = net.cfg, net.index
         self._erf = erf
@@ -436,8 +388,8 @@ class PolicyController:
         self._objects: tuple[float, list[ObjectInfo], np.ndarray] | None = None  # stamp, objects, slots
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
-        self._compiled: tuple[LoadedPolicy, torch.Tensor, ActionMean | NumpyActionMean, bool] | None = None
-        """(version, embedding, action mean, True when it is the NumPy one) for the current pair."""
+        self._compiled: tuple[LoadedPolicy, torch.Tensor, NumpyActionMean] | None = None
+        """(version, embedding, action mean) for the current pair."""
         self.compile_error = ""
         """Why the last compilation failed (empty if it did not); ticks then run the eager network."""
 
@@ -448,18 +400,12 @@ class PolicyController:
         if embedding.shape[1] != policy.net.cfg.instruction_dim:
             return  # tick holds with a reason
         try:
-            self._compiled = (policy, embedding, numpy_action_mean(policy.net, embedding), True)
-            self.compile_error = ""
-            return
-        except Exception:  # any failure: the TorchScript graph (also checked) is next
-            pass
-        try:
-            fn = compile_action_mean(policy.net, embedding)
+            fn = numpy_action_mean(policy.net, embedding)
         except Exception as exc:  # any failure leaves the (correct) eager path in use
             self.compile_error = f"{type(exc).__name__}: {exc}"
             return
         self.compile_error = ""
-        self._compiled = (policy, embedding, fn, False)
+        self._compiled = (policy, embedding, fn)
 
     def swap(self, policy: LoadedPolicy) -> None:
         """Make ``policy`` the one used from the next tick on (a single reference assignment).
@@ -523,14 +469,11 @@ class PolicyController:
         if embedding.shape[1] != policy.net.cfg.instruction_dim:
             return self._hold("instruction embedding does not fit the policy", version)
         compiled = self._compiled
-        if compiled is not None and compiled[0] is policy and compiled[1] is embedding and compiled[3]:
+        if compiled is not None and compiled[0] is policy and compiled[1] is embedding:
             action = compiled[2](obs).astype(np.float64)
         else:
             with torch.inference_mode():
-                if compiled is not None and compiled[0] is policy and compiled[1] is embedding:
-                    mean = compiled[2](torch.from_numpy(obs)[None])
-                else:
-                    mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)
+                mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)
             action = mean[0].numpy().astype(np.float64)
         if not np.all(np.isfinite(action)):
             return self._hold("policy output not finite", version)

@@ -14,7 +14,7 @@ Topics (relative to the node's namespace):
 
 The logic lives in :mod:`coda_policy.control`; this node only converts and schedules. Each tick runs the
 controller's NumPy copy of the action mean (rebuilt per version and instruction, checked against the network;
-TorchScript and then the eager network are its fallbacks). Torch runs on one intra-op thread without oneDNN:
+the eager network is its fallback). Torch runs on one intra-op thread without oneDNN:
 for a single observation through this small network both only add overhead (oneDNN's GELU costs several times
 the native kernel at these sizes). After a version or the text model is loaded, the objects alive so far are
 frozen out of Python's cyclic collector (``gc.freeze``): a full collection over the libraries and models would
