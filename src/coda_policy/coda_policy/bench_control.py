@@ -156,6 +156,19 @@ def _log_tail(path: Path, chars: int = 3000) -> str:
     return text[-chars:]
 
 
+def _object(name: str, shape: int, role: int, color: str, rgb: tuple[float, float, float], half: float,
+            xyz: tuple[float, float, float]) -> Any:
+    """Return one ``coda_msgs/ObjectState`` of the benchmark's scene (half extent ``half`` m at ``xyz``, upright)."""
+    from coda_msgs.msg import ObjectState
+
+    obj = ObjectState(name=name, shape=shape, role=role, color_name=color, mass=0.1, friction=1.0, visible=True)
+    obj.rgba.r, obj.rgba.g, obj.rgba.b, obj.rgba.a = (*rgb, 1.0)
+    obj.size.x = obj.size.y = obj.size.z = half
+    obj.pose.position.x, obj.pose.position.y, obj.pose.position.z = xyz
+    obj.pose.orientation.w = 1.0
+    return obj
+
+
 class _Probe:
     """The arm side: publishes inputs, records when the answer to each observation arrives (main thread only)."""
 
@@ -184,33 +197,12 @@ class _Probe:
         self.joints = JointState(
             name=[*panda.ARM_JOINTS, *panda.FINGER_JOINTS], position=[*panda.HOME_QPOS, 0.04, 0.04]
         )
-        cube = ObjectState(
-            name="red_cube",
-            shape=ObjectState.SHAPE_BOX,
-            role=ObjectState.ROLE_TARGET,
-            color_name="red",
-            mass=0.1,
-            friction=1.0,
-            visible=True,
-        )
-        cube.rgba.r, cube.rgba.a = 0.9, 1.0
-        cube.size.x = cube.size.y = cube.size.z = 0.02
-        cube.pose.position.x, cube.pose.position.y, cube.pose.position.z = 0.5, 0.05, 0.42
-        cube.pose.orientation.w = 1.0
-        ball = ObjectState(
-            name="blue_ball",
-            shape=ObjectState.SHAPE_SPHERE,
-            role=ObjectState.ROLE_DISTRACTOR,
-            color_name="blue",
-            mass=0.1,
-            friction=1.0,
-            visible=True,
-        )
-        ball.rgba.b, ball.rgba.a = 0.9, 1.0
-        ball.size.x = ball.size.y = ball.size.z = 0.025
-        ball.pose.position.x, ball.pose.position.y, ball.pose.position.z = 0.45, -0.1, 0.425
-        ball.pose.orientation.w = 1.0
-        self.objects = ObjectStates(objects=[cube, ball])
+        self.objects = ObjectStates(objects=[
+            _object("red_cube", ObjectState.SHAPE_BOX, ObjectState.ROLE_TARGET, "red", (0.9, 0.0, 0.0), 0.02,
+                    (0.5, 0.05, 0.42)),
+            _object("blue_ball", ObjectState.SHAPE_SPHERE, ObjectState.ROLE_DISTRACTOR, "blue", (0.0, 0.0, 0.9),
+                    0.025, (0.45, -0.1, 0.425)),
+        ])
         self.commands: dict[int, tuple[int, bool]] = {}
         """Observation stamp (ns) -> (arrival, perf_counter ns; the command was a hold)."""
         self.echoes: dict[int, int] = {}
