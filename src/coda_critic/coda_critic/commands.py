@@ -96,10 +96,12 @@ def _train(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _newest(root: Path) -> Path:
-    folders = sorted((p for p in root.glob("lc-*") if (p / "config.json").exists()), key=lambda p: p.stat().st_mtime)
-    if not folders:
-        raise SystemExit(f"coda critic eval: no trained critic under {root}; run `coda critic train` first")
-    return folders[-1]
+    from coda_critic.episode_input import LearnedModelError, resolve_learned_model
+
+    try:
+        return resolve_learned_model("", root)
+    except LearnedModelError as exc:
+        raise SystemExit(f"coda critic eval: {exc}") from None
 
 
 def per_mode(truth: np.ndarray, pred: np.ndarray) -> dict[str, dict[str, float]]:
