@@ -10,12 +10,13 @@
 
 namespace py = pybind11;
 namespace g = coda_core::glue;
+using coda_core::ObjectTokenActor;
 using coda_core::PotentialProgram;
 using coda_core::RolloutBuffer;
 using coda_core::TransitionRing;
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "CoDA core hot paths (C++17): rollout buffer, GAE, transition ring, staged potentials.";
+  m.doc() = "CoDA core hot paths (C++17): rollout buffer, GAE, transition ring, staged potentials, policy action mean.";
   m.def("version", &coda_core::version, "Version of the C++ core.");
   py::register_exception_translator(&g::translate_potential_error);
 
@@ -89,4 +90,11 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("shape_rewards", &g::shape_rewards, py::arg("rewards"), py::arg("phi"), py::arg("next_phi"), py::arg("dones"),
         py::arg("gamma"), "Potential-based shaping: rewards + gamma * next_phi * (1 - dones) - phi (float32).");
+
+  py::class_<ObjectTokenActor>(m, "ObjectTokenActor", "Action mean of the object-token policy for one observation.")
+      .def(py::init(&g::make_actor), py::arg("spec"))
+      .def("__call__", &g::actor_forward, py::arg("obs"))
+      .def_property_readonly("obs_dim", &ObjectTokenActor::obs_dim)
+      .def_property_readonly("action_dim", &ObjectTokenActor::action_dim)
+      .def_property_readonly("num_slots", &ObjectTokenActor::num_slots);
 }

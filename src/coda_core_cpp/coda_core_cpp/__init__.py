@@ -7,11 +7,14 @@
 * :class:`TransitionRing`: single-producer/single-consumer ring with drop-oldest overflow.
 * :class:`PotentialProgram`, :func:`shape_rewards`, :class:`PotentialError`: the
   staged-potential language (``coda_core_cpp.reference`` is its pure-Python twin).
+* :class:`ObjectTokenActor`: the policy's action mean for one observation (built from
+  ``coda_policy.control.NumpyActionMean.spec()``; serves the ``policy`` node's control ticks).
 """
 
 from coda_core_cpp._core import (
     Minibatch,
     MinibatchIterator,
+    ObjectTokenActor,
     PotentialProgram,
     RolloutBuffer,
     TransitionRing,
@@ -24,6 +27,7 @@ from coda_core_cpp.errors import PotentialError
 __all__ = [
     "Minibatch",
     "MinibatchIterator",
+    "ObjectTokenActor",
     "PotentialError",
     "PotentialProgram",
     "RolloutBuffer",

@@ -175,3 +175,19 @@ class PotentialProgram:
 
 def shape_rewards(rewards: ArrayLike, phi: ArrayLike, next_phi: ArrayLike, dones: ArrayLike, gamma: float) -> F32:
     """``rewards + gamma * next_phi * (1 - dones) - phi`` in float32 (same shapes)."""
+
+class ObjectTokenActor:
+    """Action mean tanh(actor(obs)) of the policy's object-token network for one observation (float32)."""
+
+    def __init__(self, spec: Mapping[str, object]) -> None:
+        """Build from ``NumpyActionMean.spec()``; ValueError naming the key or ``ActorSpec`` field that does not fit."""
+
+    def __call__(self, obs: ArrayLike) -> F32:
+        """(action_dim,) in [-1, 1] from (obs_dim,); NaN when obs is not finite or no object is present."""
+
+    @property
+    def obs_dim(self) -> int: ...
+    @property
+    def action_dim(self) -> int: ...
+    @property
+    def num_slots(self) -> int: ...

@@ -15,8 +15,13 @@ carrying each observation's stamp. Every figure comes from the same process, exe
   (half a period after each observation): the same JointState echoed by a bare rclpy relay process.
 - ``misses_20hz`` / ``misses_100hz``: observations whose command did not arrive within one period, over
   ``--seconds`` at each rate (a lost command is a miss).
+- ``action_mean_us_cpp`` / ``_numpy`` / ``_eager``: one action mean of the same network (two objects) in this
+  process before the run: the node's C++ ObjectTokenActor against its NumPy reference and the torch network.
 - ``hold_fraction``: the share of commands that were holds. The run fails (exit 1) if the node only held:
   then it never ran the network and the latency would mean nothing.
+
+``--busy-poll S`` sets the node's ``busy_poll_s``: after each command it polls for the next input for S seconds
+instead of sleeping, which keeps its core warm (at the price of that core).
 
 ``--executor`` picks the executor of the node, the relay and this process alike (``events``: rclpy's
 EventsExecutor, ``single``: SingleThreadedExecutor). Every executor here is spun from its process's main
@@ -74,6 +79,8 @@ class ControlBenchConfig:
     """Longest wait for the node's first command that runs the network (loading torch and MiniLM), s."""
     family: str = "reach"
     """Task family of the node's stage tracking."""
+    busy_poll_s: float = 0.0
+    """The node's ``busy_poll_s`` parameter: after each command it polls this long instead of sleeping, s."""
 
     def __post_init__(self) -> None:
         """Check the fields; errors name the field."""
@@ -86,6 +93,8 @@ class ControlBenchConfig:
             errors.append(f"ControlBenchConfig.executor={self.executor!r} must be 'events' or 'single'")
         if not 1.0 <= self.latency_rate_hz <= 1000.0:
             errors.append(f"ControlBenchConfig.latency_rate_hz={self.latency_rate_hz} must be in [1, 1000]")
+        if not 0.0 <= self.busy_poll_s <= 1.0:
+            errors.append(f"ControlBenchConfig.busy_poll_s={self.busy_poll_s} must be in [0, 1]")
         if self.warmup_ticks < 0:
             errors.append(f"ControlBenchConfig.warmup_ticks={self.warmup_ticks} must be >= 0")
         if errors:
@@ -109,6 +118,52 @@ def write_version(root: Path, seed: int = 0) -> str:
     net = build_policy(PolicyConfig(), seed).net.eval()
     save_checkpoint(root / VERSION, net, VERSION, meta={"purpose": "coda bench control (untrained weights)"})
     return VERSION
+
+
+def action_mean_timings(objects: int = 2, calls: int = 1000, repeats: int = 5, seed: int = 0) -> dict[str, float]:
+    """Time one action mean of the default policy network per backend, in µs (median over ``repeats``).
+
+    ``cpp``: coda_core_cpp.ObjectTokenActor; ``numpy``: coda_policy.control.NumpyActionMean (its reference);
+    ``eager``: the torch network (1 thread, inference mode). ``objects`` objects are present in the scene.
+    """
+    import torch
+
+    from coda_core_cpp import ObjectTokenActor
+    from coda_policy.config import PolicyConfig
+    from coda_policy.control import check_action_mean, numpy_action_mean
+    from coda_policy.sft import build_policy
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        net = build_policy(PolicyConfig(), seed).net.eval()
+        cfg = net.cfg
+        rng = np.random.default_rng(seed)
+        embedding = torch.from_numpy(rng.normal(size=(1, cfg.instruction_dim)).astype(np.float32))
+        reference = numpy_action_mean(net, embedding)
+        actor = ObjectTokenActor(reference.spec())
+        check_action_mean(actor, net, embedding, name="C++ action mean")
+        obs = rng.uniform(-0.5, 0.5, cfg.obs_dim).astype(np.float32)
+        obs[[cfg.layout[f"obj{k}_present"][0] for k in range(cfg.max_objects)]] = np.arange(cfg.max_objects) < objects
+        obs[cfg.layout["stage_index"][0]] = 0.0
+        tensor = torch.from_numpy(obs)[None]
+
+        def eager() -> Any:
+            with torch.inference_mode():
+                return net(tensor, embedding)
+
+        out = {}
+        for name, fn in (("cpp", lambda: actor(obs)), ("numpy", lambda: reference(obs)), ("eager", eager)):
+            runs = []
+            for _ in range(repeats):
+                start = time.perf_counter_ns()
+                for _ in range(calls):
+                    fn()
+                runs.append((time.perf_counter_ns() - start) / calls / 1e3)
+            out[name] = round(float(np.median(runs)), 1)
+        return out
+    finally:
+        torch.set_num_threads(threads)
 
 
 def make_executor(kind: str, context: Any) -> Any:
@@ -356,6 +411,7 @@ def _deadline_phase(probe: _Probe, rate_hz: float, seconds: float) -> tuple[int,
 
 def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
     """Start the node and the relay, run the phases of the module docstring and return the figures."""
+    means = action_mean_timings()  # in this process, before anything else runs
     work = Path(tempfile.mkdtemp(prefix="coda-bench-control-"))
     write_version(work)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -368,6 +424,8 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
         "trigger:=joint_states",
         "-p",
         f"executor:={cfg.executor}",
+        "-p",
+        f"busy_poll_s:={cfg.busy_poll_s}",
         "-p",
         f"family:={cfg.family}",
         "-p",
@@ -437,6 +495,9 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
         "bare_rtt_us_p50": round(r50, 1),
         "bare_rtt_us_p99": round(r99, 1),
         "node_overhead_us_p50": round(p50 - r50, 1),
+        "action_mean_us_cpp": means["cpp"],
+        "action_mean_us_numpy": means["numpy"],
+        "action_mean_us_eager": means["eager"],
         "misses_20hz": deadline[20.0][1],
         "misses_100hz": deadline[100.0][1],
         "ticks": len(latencies),
@@ -447,6 +508,7 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
         "ticks_100hz": deadline[100.0][0],
         "latency_us_p99_100hz": round(percentiles_us(deadline[100.0][2])[1], 1),
         "executor": cfg.executor,
+        "busy_poll_s": cfg.busy_poll_s,
         "seconds": cfg.seconds,
         "load_avg_1min": [round(load_start, 2), round(os.getloadavg()[0], 2)],
     }
@@ -478,6 +540,12 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.startup_timeout,
         help="longest wait for the node's first command that runs the network, s",
     )
+    parser.add_argument(
+        "--busy-poll",
+        type=float,
+        default=defaults.busy_poll_s,
+        help="the node polls this long after each command instead of sleeping (costs a core while it polls), s",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)  # the bare reference process
     args = parser.parse_args(argv)
@@ -485,7 +553,11 @@ def main(argv: list[str] | None = None) -> int:
         return relay_main(args.executor)
     try:
         cfg = ControlBenchConfig(
-            ticks=args.ticks, seconds=args.seconds, executor=args.executor, startup_timeout=args.startup_timeout
+            ticks=args.ticks,
+            seconds=args.seconds,
+            executor=args.executor,
+            startup_timeout=args.startup_timeout,
+            busy_poll_s=args.busy_poll,
         )
     except ValueError as exc:
         parser.error(str(exc))

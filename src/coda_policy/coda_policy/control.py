@@ -13,17 +13,20 @@
   off the control path and swapped in with a single reference assignment (atomic for the tick).
 - :class:`NumpyActionMean` (built and checked by :func:`numpy_action_mean`): the network's action mean for one
   instruction in NumPy (instruction branch computed once, value heads left out): a few dozen small array
-  operations instead of ~100 dispatched torch operators per observation. The controller builds one per
-  (version, instruction) off the control path and falls back to the eager network if it cannot be built.
+  operations instead of ~100 dispatched torch operators per observation. It is also the readable reference of
+  ``coda_core_cpp.ObjectTokenActor``, the same arithmetic in C++ (one call per observation), which
+  :func:`compiled_action_mean` builds from it. The controller builds one per (version, instruction) off the
+  control path, checked against the network: C++, else NumPy, else the eager network.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,8 +53,9 @@ class ControlConfig:
     program: str = ""
     """Staged potential program source that tracks the stage index; empty uses the family's."""
     use_compiled: bool = True
-    """Run the action mean through :func:`numpy_action_mean` (built per version and instruction off the control
-    path); False, or when building it fails (reported in ``PolicyController.compile_error``): the eager network."""
+    """Run the action mean through :func:`compiled_action_mean` (C++ or NumPy, built per version and instruction
+    off the control path); False, or when building it fails (reported in ``PolicyController.compile_error``):
+    the eager network."""
 
     def __post_init__(self) -> None:
         """Check the fields; errors name the field."""
@@ -255,7 +259,7 @@ class NumpyActionMean:
             gamma, beta = net.film(lang).chunk(2, dim=-1)
             self.lang, self.scale, self.beta = f32(lang[0]), f32(1.0 + gamma[0]), f32(beta[0])
             self.query_base = f32(net.queries + lang)
-        self.heads, self.d = cfg.num_heads, cfg.d_model
+        self.heads, self.d, self.obs_dim = cfg.num_heads, cfg.d_model, cfg.obs_dim
         self.num_shapes, self.max_stages = cfg.num_shapes, cfg.max_stages
         self.shape_eye = np.eye(cfg.num_shapes, dtype=np.float32)
         self.stage_eye = np.eye(cfg.max_stages + 1, dtype=np.float32)
@@ -282,6 +286,27 @@ class NumpyActionMean:
         self.cross_q, self.cross_kv = (w_in[:, :d], b_in[:d]), (np.ascontiguousarray(w_in[:, d:]), b_in[d:])
         self.cross_out = linear(net.cross_attn.out_proj)
         self.actor = [linear(net.actor[i]) for i in (0, 2, 4)]
+
+    def spec(self) -> dict[str, Any]:
+        """Return the sizes, observation columns and weights as the spec of ``coda_core_cpp.ObjectTokenActor``."""
+        def columns(ix: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(ix, dtype=np.int32).ravel()
+
+        return {
+            "obs_dim": int(self.obs_dim), "d_model": self.d, "num_heads": self.heads,
+            "num_shapes": self.num_shapes, "max_stages": self.max_stages,
+            "pos_ix": columns(self.pos_ix), "rgb_ix": columns(self.rgb_ix), "size_ix": columns(self.size_ix),
+            "shape_ix": columns(self.shape_ix), "present_ix": columns(self.present_ix),
+            "ee_ix": columns(np.arange(self.ee.start, self.ee.stop)), "proprio_ix": columns(self.proprio_ix),
+            "stage_col": int(self.stage_col),
+            "token1": self.token1, "token2": self.token2, "film_scale": self.scale, "film_shift": self.beta,
+            "blocks": [
+                {"norm1": norm1, "qkv": qkv, "attn_out": out, "norm2": norm2, "ff1": ff1, "ff2": ff2}
+                for norm1, qkv, out, norm2, ff1, ff2 in self.layers
+            ],
+            "lang": self.lang, "query_base": self.query_base, "proprio": self.proprio,
+            "cross_q": self.cross_q, "cross_kv": self.cross_kv, "cross_out": self.cross_out, "head": self.actor,
+        }
 
     def _gelu(self, x: np.ndarray) -> np.ndarray:
         return 0.5 * x * (1.0 + self._erf(x * np.float32(0.7071067811865476)))
@@ -336,17 +361,13 @@ class NumpyActionMean:
         return np.tanh(x @ a2 + c2)
 
 
-def numpy_action_mean(net: CodaPolicyNet, embedding: torch.Tensor, checks: int = 8) -> NumpyActionMean:
-    """Return the :class:`NumpyActionMean` of ``net`` for one instruction, checked against the eager network.
+def check_action_mean(fn: Callable[[np.ndarray], np.ndarray], net: CodaPolicyNet, embedding: torch.Tensor,
+                      checks: int = 8, name: str = "action mean") -> None:
+    """Compare ``fn`` with the eager network on ``checks`` random observations; RuntimeError on any difference.
 
-    The check runs ``checks`` random observations with 1 to ``max_objects`` objects and every stage index
-    (RuntimeError on any difference); ValueError for an embedding of the wrong shape; NotImplementedError or
-    ImportError when this network cannot be run in NumPy here.
+    The observations have 1 to ``max_objects`` objects and every stage index (plus one past the last).
     """
     cfg = net.cfg
-    if embedding.shape != (1, cfg.instruction_dim):
-        raise ValueError(f"embedding shape {tuple(embedding.shape)} != (1, {cfg.instruction_dim})")
-    fn = NumpyActionMean(net, embedding)
     rng = np.random.default_rng(0)
     present_cols = [cfg.layout[f"obj{k}_present"][0] for k in range(cfg.max_objects)]
     stage_col = cfg.layout["stage_index"][0]
@@ -356,11 +377,43 @@ def numpy_action_mean(net: CodaPolicyNet, embedding: torch.Tensor, checks: int =
         obs[stage_col] = i % (cfg.max_stages + 2)
         with torch.no_grad():
             expected = net(torch.from_numpy(obs)[None], embedding)[0][0].numpy()
-        got = fn(obs)
+        got = np.asarray(fn(obs))
         if got.shape != expected.shape or not np.allclose(got, expected, atol=1e-5, rtol=1e-4):
             gap = float(np.abs(got - expected).max()) if got.shape == expected.shape else float("inf")
-            raise RuntimeError(f"NumPy action mean differs from the network by {gap}")
+            raise RuntimeError(f"{name} differs from the network by {gap}")
+
+
+def numpy_action_mean(net: CodaPolicyNet, embedding: torch.Tensor, checks: int = 8) -> NumpyActionMean:
+    """Return the :class:`NumpyActionMean` of ``net`` for one instruction, checked against the eager network.
+
+    RuntimeError when the check of :func:`check_action_mean` fails; ValueError for an embedding of the wrong
+    shape; NotImplementedError or ImportError when this network cannot be run in NumPy here.
+    """
+    cfg = net.cfg
+    if embedding.shape != (1, cfg.instruction_dim):
+        raise ValueError(f"embedding shape {tuple(embedding.shape)} != (1, {cfg.instruction_dim})")
+    fn = NumpyActionMean(net, embedding)
+    check_action_mean(fn, net, embedding, checks, "NumPy action mean")
     return fn
+
+
+def compiled_action_mean(net: CodaPolicyNet, embedding: torch.Tensor,
+                         checks: int = 8) -> tuple[Callable[[np.ndarray], np.ndarray], str, str]:
+    """Return the fastest checked action mean of ``net`` for one instruction, its backend and a note.
+
+    ``coda_core_cpp.ObjectTokenActor`` (backend ``"cpp"``, tens of microseconds per observation) built from the
+    :class:`NumpyActionMean` (``"numpy"``), which is returned instead if the C++ one cannot be built or fails its
+    check; the note then says why (empty otherwise). Errors as :func:`numpy_action_mean`.
+    """
+    reference = numpy_action_mean(net, embedding, checks)
+    try:
+        from coda_core_cpp import ObjectTokenActor
+
+        actor = ObjectTokenActor(reference.spec())
+        check_action_mean(actor, net, embedding, checks, "C++ action mean")
+    except (ImportError, ValueError, RuntimeError) as exc:
+        return reference, "numpy", f"{type(exc).__name__}: {exc}"
+    return actor, "cpp", ""
 
 
 def load_version(folder: Path, expected_sha256: str = "") -> LoadedPolicy:
@@ -388,10 +441,14 @@ class PolicyController:
         self._objects: tuple[float, list[ObjectInfo], np.ndarray] | None = None  # stamp, objects, slots
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
-        self._compiled: tuple[LoadedPolicy, torch.Tensor, NumpyActionMean] | None = None
+        self._compiled: tuple[LoadedPolicy, torch.Tensor, Callable[[np.ndarray], np.ndarray]] | None = None
         """(version, embedding, action mean) for the current pair."""
         self.compile_error = ""
         """Why the last compilation failed (empty if it did not); ticks then run the eager network."""
+        self.backend = "eager"
+        """What computes the action mean: 'cpp', 'numpy' or 'eager' (the network itself)."""
+        self.backend_note = ""
+        """Why the C++ action mean is not in use when the NumPy one is (empty otherwise)."""
 
     def _compile(self, policy: LoadedPolicy | None, embedding: torch.Tensor | None) -> None:
         """Build the compiled action mean for this pair (call with ``_compile_lock`` held, before publishing it)."""
@@ -400,11 +457,13 @@ class PolicyController:
         if embedding.shape[1] != policy.net.cfg.instruction_dim:
             return  # tick holds with a reason
         try:
-            fn = numpy_action_mean(policy.net, embedding)
+            fn, backend, note = compiled_action_mean(policy.net, embedding)
         except Exception as exc:  # any failure leaves the (correct) eager path in use
             self.compile_error = f"{type(exc).__name__}: {exc}"
+            self.backend, self.backend_note = "eager", ""
             return
         self.compile_error = ""
+        self.backend, self.backend_note = backend, note
         self._compiled = (policy, embedding, fn)
 
     def swap(self, policy: LoadedPolicy) -> None:
@@ -470,7 +529,7 @@ class PolicyController:
             return self._hold("instruction embedding does not fit the policy", version)
         compiled = self._compiled
         if compiled is not None and compiled[0] is policy and compiled[1] is embedding:
-            action = compiled[2](obs).astype(np.float64)
+            action = np.asarray(compiled[2](obs), dtype=np.float64)
         else:
             with torch.inference_mode():
                 mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)

@@ -1,6 +1,6 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda bench control`` end to end over DDS (tiny settings), and the compiled action mean it relies on."""
+"""``coda bench control`` end to end over DDS (tiny settings), and the compiled action means it relies on."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from coda_policy.control import (
     LoadedPolicy,
     ObjectInfo,
     PolicyController,
+    compiled_action_mean,
     numpy_action_mean,
 )
 from coda_policy.sft import build_policy
@@ -33,6 +34,8 @@ KEYS = (
     "bare_rtt_us_p50",
     "bare_rtt_us_p99",
     "hold_fraction",
+    "action_mean_us_cpp",
+    "action_mean_us_numpy",
 )
 
 
@@ -59,6 +62,7 @@ def test_bench_runs_the_policy_network_over_dds(ros_domain):
     assert 0 <= result["misses_20hz"] <= 40 and 0 <= result["misses_100hz"] <= 200
     assert 0 < result["latency_us_p50"] <= result["latency_us_p99"]
     assert 0 < result["bare_rtt_us_p50"] <= result["bare_rtt_us_p99"]
+    assert result["action_mean_us_cpp"] > 0 and result["action_mean_us_numpy"] > 0
     assert set(result["targets_met"]) == {"latency_us_p50", "latency_us_p99", "misses_100hz"}
 
 
@@ -80,6 +84,36 @@ def test_numpy_action_mean_equals_the_network(tiny_policy_config):
         numpy_action_mean(net, embedding[:, :10])
 
 
+def test_cpp_action_mean_equals_the_network_and_checks_its_spec(tiny_policy_config):
+    from coda_core_cpp import ObjectTokenActor
+
+    net = build_policy(tiny_policy_config, 6).net.eval()
+    embedding = torch.from_numpy(np.random.default_rng(5).normal(size=(1, 384)).astype(np.float32))
+    fast, backend, note = compiled_action_mean(net, embedding)
+    assert (backend, note) == ("cpp", "") and isinstance(fast, ObjectTokenActor)
+    cfg = net.cfg
+    present_cols = [cfg.layout[f"obj{k}_present"][0] for k in range(cfg.max_objects)]
+    rng = np.random.default_rng(7)
+    for trial in range(3 * cfg.max_objects):
+        obs = rng.uniform(-1.0, 1.0, cfg.obs_dim).astype(np.float32)
+        obs[present_cols] = (rng.permutation(cfg.max_objects) < 1 + trial % cfg.max_objects).astype(np.float32)
+        obs[cfg.layout["stage_index"][0]] = trial % (cfg.max_stages + 2)
+        with torch.no_grad():
+            expected = net(torch.from_numpy(obs)[None], embedding)[0][0].numpy()
+        np.testing.assert_allclose(fast(obs), expected, atol=1e-5, rtol=1e-4)
+    obs[present_cols] = 0.0  # nothing to attend to: NaN, which the controller turns into a hold
+    assert np.isnan(fast(obs)).all()
+    with pytest.raises(ValueError, match=r"obs: expected shape"):
+        fast(obs[:-1])
+    spec = numpy_action_mean(net, embedding).spec()
+    spec["head"] = spec["head"][1:]
+    with pytest.raises(ValueError, match=r"ActorSpec\.head\[0\]\.in"):
+        ObjectTokenActor(spec)
+    del spec["lang"]
+    with pytest.raises(ValueError, match="missing key 'lang'"):
+        ObjectTokenActor(spec)
+
+
 def test_controller_commands_are_the_same_compiled_or_eager(tiny_policy_config):
     net = build_policy(tiny_policy_config, 4).net.eval()
     embedding = np.random.default_rng(2).normal(size=384).astype(np.float32)
@@ -93,7 +127,7 @@ def test_controller_commands_are_the_same_compiled_or_eager(tiny_policy_config):
         controller.swap(LoadedPolicy("v1", net))
         controller.set_instruction("touch the red cube", embedding)
         assert controller.compiled is compiled and controller.compile_error == ""
-        assert compiled is (controller._compiled is not None)  # the NumPy forward
+        assert controller.backend == ("cpp" if compiled else "eager")
         commands[compiled] = []
         for k in range(5):
             controller.set_arm(1.0 + 0.1 * k, np.array([0.4 + 0.01 * k, 0.0, 0.6]), 0.08)

@@ -105,6 +105,10 @@ void check_discount(double gamma, double gae_lambda) {
 
 }  // namespace
 
+F32 to_f32(py::handle obj, const std::string& name, const std::vector<py::ssize_t>& shape) {
+  return as_f32(obj, name, shape);
+}
+
 void translate_potential_error(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);

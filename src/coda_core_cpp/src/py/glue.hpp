@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "coda_core/actor.hpp"
 #include "coda_core/potential.hpp"
 #include "coda_core/rollout_buffer.hpp"
 #include "coda_core/transition_ring.hpp"
@@ -25,6 +26,11 @@ namespace glue {
 namespace py = pybind11;
 using F32 = py::array_t<float, py::array::c_style>;
 using I32 = py::array_t<std::int32_t, py::array::c_style>;
+
+// ---- arguments
+// A C-contiguous float32 view of obj (converted if needed); ValueError naming `name` for another dtype or,
+// when `shape` is not empty, another shape.
+F32 to_f32(py::handle obj, const std::string& name, const std::vector<py::ssize_t>& shape);
 
 // ---- errors
 void translate_potential_error(std::exception_ptr p);
@@ -90,6 +96,10 @@ py::str program_source(const PotentialProgram& prog);
 py::dict program_layout(const PotentialProgram& prog);
 std::string program_repr(const PotentialProgram& prog);
 F32 shape_rewards(py::handle rewards, py::handle phi, py::handle next_phi, py::handle dones, double gamma);
+
+// ---- the policy's action mean (src/py/actor_glue.cpp)
+std::unique_ptr<ObjectTokenActor> make_actor(py::dict spec);
+F32 actor_forward(const ObjectTokenActor& actor, py::handle obs);
 
 }  // namespace glue
 }  // namespace coda_core

@@ -13,8 +13,10 @@ Topics (relative to the node's namespace):
   stale or not finite, or no version is loaded (the reason is also logged when it changes)
 
 The logic lives in :mod:`coda_policy.control`; this node only converts and schedules. Each tick runs the
-controller's NumPy copy of the action mean (rebuilt per version and instruction, checked against the network;
-the eager network is its fallback). Torch runs on one intra-op thread without oneDNN:
+controller's compiled action mean (C++ ``coda_core_cpp.ObjectTokenActor``, else NumPy; rebuilt per version and
+instruction, checked against the network; the eager network is the last fallback). ``busy_poll_s`` > 0 trades a
+CPU core for latency: after each command the node polls for the next input for that long instead of sleeping.
+Torch runs on one intra-op thread without oneDNN:
 for a single observation through this small network both only add overhead (oneDNN's GELU costs several times
 the native kernel at these sizes). After a version or the text model is loaded, the objects alive so far are
 frozen out of Python's cyclic collector (``gc.freeze``): a full collection over the libraries and models would
@@ -26,6 +28,7 @@ from __future__ import annotations
 import gc
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,6 +55,7 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "initial_version": ("", "version folder under checkpoint_root loaded at start-up (empty: none)"),
     "trigger": ("timer", "'timer': command at control_rate_hz; 'joint_states': one command per joint_states message"),
     "executor": ("single", "'single' (SingleThreadedExecutor) or 'events' (rclpy's EventsExecutor, lower latency)"),
+    "busy_poll_s": (0.0, "after each command keep polling for input this long instead of sleeping (0: off), s"),
 }
 
 
@@ -86,6 +90,11 @@ class PolicyNode(Node):
         if self.trigger not in ("timer", "joint_states"):
             raise ValueError(f"parameter trigger={self.trigger!r} must be 'timer' or 'joint_states'")
         self._obs_stamp = None
+        self.busy_poll_ns = int(float(value["busy_poll_s"]) * 1e9)
+        if self.busy_poll_ns < 0:
+            raise ValueError(f"parameter busy_poll_s={value['busy_poll_s']} must be >= 0")
+        self.poll_until_ns = 0
+        """Until this time.monotonic_ns() the main loop polls instead of blocking (see ``busy_poll_s``)."""
         if self.trigger == "timer":
             self.timer = self.create_timer(1.0 / self.config.control_rate_hz, self.on_tick)
         if value["initial_version"]:
@@ -149,7 +158,10 @@ class PolicyNode(Node):
     def _compile_note(self) -> str:
         if self.controller.compile_error:
             self.get_logger().warning(f"running the eager network: {self.controller.compile_error}")
-        return " (compiled)" if self.controller.compiled else ""
+        if not self.controller.compiled:
+            return ""
+        note = f"; C++ not used: {self.controller.backend_note}" if self.controller.backend_note else ""
+        return f" (action mean: {self.controller.backend}{note})"
 
     def on_tick(self) -> None:
         """One control period: compute and publish the command; log hold reasons when they change."""
@@ -157,6 +169,8 @@ class PolicyNode(Node):
         # The command is stamped with the observation it was computed from (ArmCommand.header).
         stamp = self._obs_stamp if self._obs_stamp is not None else self.get_clock().now().to_msg()
         self.publisher.publish(fill_command_msg(self._command, cmd, stamp))
+        if self.busy_poll_ns:
+            self.poll_until_ns = time.monotonic_ns() + self.busy_poll_ns
         if cmd.reason != self._last_reason:
             if cmd.hold:
                 self.get_logger().warning(f"holding: {cmd.reason}")
@@ -188,7 +202,9 @@ def main(args: list[str] | None = None) -> None:
     executor.add_node(node)
     try:
         while not stop.is_set() and rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
+            # Polling keeps this core's caches warm for the next observation; blocking lets the core sleep, and
+            # code run just after a wake-up is several times slower (most on virtual machines).
+            executor.spin_once(timeout_sec=0.0 if time.monotonic_ns() < node.poll_until_ns else 0.1)
     except ExternalShutdownException:
         pass
     finally:
