@@ -45,7 +45,8 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
         save_checkpoint(tmp_path / name, build_policy(tiny_policy_config, seed).net.eval(), name)
     start_process([sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args",
                    "-p", "control_rate_hz:=20.0", "-p", "max_input_age_s:=0.4", "-p", "family:=reach",
-                   "-p", f"checkpoint_root:={tmp_path}", "-p", "initial_version:=v1"])
+                   "-p", f"checkpoint_root:={tmp_path}", "-p", "initial_version:=v1",
+                   "-p", "busy_poll_s:=0.01"])  # polls 10 ms of each 50 ms period: that path is exercised too
     arm = SimArm()
     arm.reset(generate("reach", np.random.default_rng(0), SceneParams()))
     commands: list[ArmCommand] = []
