@@ -3,7 +3,8 @@
 """Expert demonstrations from the engine as a behaviour-cloning data set, split by episode.
 
 :func:`collect` runs ``coda_engine.sim.expert.collect_demonstrations`` per family, embeds each episode's
-instruction and normalises the actions; :meth:`DemoSet.split` holds out whole episodes for validation.
+instruction and normalises the actions; :meth:`DemoSet.split` holds out whole episodes for validation;
+:func:`concat` aggregates sets (e.g. demonstrations and relabelled policy rollouts).
 """
 
 from __future__ import annotations
@@ -79,6 +80,24 @@ class DemoSet:
         with np.load(path, allow_pickle=False) as d:
             return cls(d["obs"], d["actions"], d["episode"], d["family"], d["embeddings"],
                        [str(s) for s in d["instructions"]], tuple(str(s) for s in d["families"]))
+
+
+def concat(sets: list[DemoSet]) -> DemoSet:
+    """One set holding all steps and episodes of ``sets`` (same families); episode indices are renumbered."""
+    if not sets:
+        raise ValueError("concat needs at least one DemoSet")
+    families = sets[0].families
+    for s in sets[1:]:
+        if s.families != families:
+            raise ValueError(f"cannot concatenate DemoSets of families {families} and {s.families}")
+    offsets = np.cumsum([0] + [s.num_episodes for s in sets[:-1]])
+    return DemoSet(
+        np.concatenate([s.obs for s in sets]).astype(np.float32),
+        np.concatenate([s.actions for s in sets]).astype(np.float32),
+        np.concatenate([s.episode + o for s, o in zip(sets, offsets, strict=True)]).astype(np.int64),
+        np.concatenate([s.family for s in sets]).astype(np.int64),
+        np.concatenate([s.embeddings for s in sets]).astype(np.float32),
+        [i for s in sets for i in s.instructions], families)
 
 
 def collect(families: tuple[str, ...], episodes: int, rng: np.random.Generator, split: str, embedder: object,

@@ -170,6 +170,47 @@ def sft_step(
     return info
 
 
+def fit_bc(
+    policy: CodaPolicy,
+    train: dict[str, torch.Tensor],
+    val: dict[str, torch.Tensor],
+    steps: int,
+    lr: float,
+    cfg: SFTConfig,
+    log: MetricsLog,
+    gen: torch.Generator,
+    desc: str,
+    step_offset: int = 0,
+) -> tuple[float, float]:
+    """Run ``steps`` behaviour-cloning updates on ``train`` (AdamW, cosine decay to 5% of ``lr``).
+
+    Batches are drawn with ``gen``; batch size, weight decay, clip, validation interval and progress come from
+    ``cfg``; the validation loss on ``val`` is logged every ``cfg.eval_every`` steps (step numbers shifted by
+    ``step_offset``). Returns the mean training loss of the last ``eval_every`` steps and the final validation loss.
+    """
+    policy.net.train()
+    optimizer = torch.optim.AdamW(policy.net.parameters(), lr=lr, weight_decay=cfg.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.05 + 0.95 * 0.5 * (1.0 + np.cos(np.pi * min(s / steps, 1.0)))
+    )
+    val_loss = float("nan")
+    recent: list[float] = []
+    bar = tqdm(range(1, steps + 1), desc=desc, disable=not cfg.progress, dynamic_ncols=True)
+    n = len(train["obs"])
+    for step in bar:
+        idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=gen)
+        info = sft_step(policy, optimizer, {k: v[idx] for k, v in train.items()}, cfg.grad_clip)
+        schedule.step()
+        recent = [*recent[-(cfg.eval_every - 1) :], info["bc_loss"]]
+        if step % cfg.eval_every == 0 or step == steps:
+            val_loss = validation_loss(policy, val)
+            at = step_offset + step
+            log.write("train", step=at, lr=schedule.get_last_lr()[0], train_loss=float(np.mean(recent)), **info)
+            log.write("val", step=at, val_loss=val_loss)
+            bar.set_postfix(loss=f"{np.mean(recent):.4f}", val=f"{val_loss:.4f}")
+    return float(np.mean(recent)), val_loss
+
+
 def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | None = None) -> SFTResult:
     """Run behaviour cloning as configured; see the module docstring."""
     start = time.time()
@@ -183,11 +224,6 @@ def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | N
     train_set, val_set = demos.split(cfg.val_fraction, split_rng)
     train, val = train_set.tensors(), val_set.tensors()
     policy = build_policy(cfg.policy, cfg.seed)
-    policy.net.train()
-    optimizer = torch.optim.AdamW(policy.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: 0.05 + 0.95 * 0.5 * (1.0 + np.cos(np.pi * min(s / cfg.steps, 1.0)))
-    )
     folder = cfg.output_dir / cfg.version_id
     log = MetricsLog(folder / "metrics.jsonl")
     log.write(
@@ -199,21 +235,9 @@ def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | N
         val_episodes=len(np.unique(val_set.episode)),
     )
     gen = torch.Generator().manual_seed(cfg.seed)
-    first_val = val_loss = validation_loss(policy, val)
-    log.write("val", step=0, val_loss=val_loss)
-    recent: list[float] = []
-    bar = tqdm(range(1, cfg.steps + 1), desc=f"sft {cfg.version_id}", disable=not cfg.progress, dynamic_ncols=True)
-    n = len(train["obs"])
-    for step in bar:
-        idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=gen)
-        info = sft_step(policy, optimizer, {k: v[idx] for k, v in train.items()}, cfg.grad_clip)
-        schedule.step()
-        recent = [*recent[-(cfg.eval_every - 1) :], info["bc_loss"]]
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            val_loss = validation_loss(policy, val)
-            log.write("train", step=step, lr=schedule.get_last_lr()[0], train_loss=float(np.mean(recent)), **info)
-            log.write("val", step=step, val_loss=val_loss)
-            bar.set_postfix(loss=f"{np.mean(recent):.4f}", val=f"{val_loss:.4f}")
+    first_val = validation_loss(policy, val)
+    log.write("val", step=0, val_loss=first_val)
+    train_loss, val_loss = fit_bc(policy, train, val, cfg.steps, cfg.lr, cfg, log, gen, f"sft {cfg.version_id}")
     success: dict[str, float] = {}
     if cfg.eval_episodes:
         success = success_rates(policy.net, cfg.families, cfg.eval_episodes, eval_rng, cfg.split, embedder)
@@ -230,4 +254,4 @@ def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | N
     seconds = time.time() - start
     log.write("done", seconds=seconds, val_loss=val_loss, success=success)
     log.close()
-    return SFTResult(folder, cfg.version_id, float(np.mean(recent)), val_loss, first_val, success, seconds)
+    return SFTResult(folder, cfg.version_id, train_loss, val_loss, first_val, success, seconds)

@@ -16,6 +16,7 @@ from coda_engine.sim.expert import run_episode
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
 from coda_policy.checkpoint import CONFIG_FILE, MODEL_FILE, load_policy, save_checkpoint
+from coda_policy.data import concat
 from coda_policy.metrics import read_metrics
 from coda_policy.sft import SFTConfig, build_policy, train_sft
 
@@ -46,6 +47,23 @@ def test_sft_is_deterministic_for_a_seed(tmp_path, tiny_policy_config, embedder,
         assert torch.equal(pa, pb), name
     assert not all(torch.equal(pa, pc) for pa, pc in zip(net_a.state_dict().values(), net_c.state_dict().values(),
                                                           strict=True))
+
+
+def test_concat_renumbers_episodes_and_keeps_instructions(small_demos):
+    train, val = small_demos.split(0.25, np.random.default_rng(0))
+    both = concat([train, val, train])
+    assert len(both) == 2 * len(train) + len(val)
+    assert both.num_episodes == 3 * small_demos.num_episodes
+    assert len(np.unique(both.episode)) == 2 * len(np.unique(train.episode)) + len(np.unique(val.episode))
+    tensors, parts = both.tensors(), [train.tensors(), val.tensors(), train.tensors()]
+    for key in ("obs", "instr", "action", "family"):
+        assert torch.equal(tensors[key], torch.cat([p[key] for p in parts])), key
+    other = concat([small_demos.subset(np.array([0]))])
+    other.families = ("reach", "stack")
+    with pytest.raises(ValueError, match="families"):
+        concat([small_demos, other])
+    with pytest.raises(ValueError, match="at least one"):
+        concat([])
 
 
 def test_checkpoint_round_trip_is_bit_exact(tmp_path, tiny_policy_config):
