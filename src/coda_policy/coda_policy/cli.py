@@ -48,13 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--lr", type=float, default=3e-4)
         p.add_argument("--init-from", default="", help="checkpoint folder to start from (e.g. an SFT version)")
         p.add_argument("--init-log-std", type=float, default=None,
-                       help="action-noise log std at the start of a run from --init-from (default: the checkpoint's)")
+                       help="action-noise log std at the start of a run from --init-from (default: -2.3)")
+        p.add_argument("--kl-coef", type=float, default=None,
+                       help="weight of the KL penalty to the --init-from policy (default: 1.0 with --init-from)")
+        p.add_argument("--actor-lr-scale", type=float, default=None,
+                       help="lr of all but the critic, relative to --lr (default: 0.1 with --init-from, else 1)")
+        p.add_argument("--value-trains-encoder", type=int, choices=(0, 1), default=None,
+                       help="1: the value loss also trains the shared encoder (default: 0 with --init-from, else 1)")
+        p.add_argument("--bound-values", type=int, choices=(0, 1), default=None,
+                       help="1: clamp values to the attainable return range (default: 1 with --init-from, else 0)")
         p.add_argument("--target-kl", type=float, default=None,
                        help="stop an update's epochs once the approximate KL exceeds 1.5x this (default: never)")
         p.add_argument("--bc-demos", default="", help="demonstrations .npz (SFT --demos-file) for a BC term in PPO")
         p.add_argument("--bc-coef", type=float, default=0.0, help="weight of the BC term (0: none)")
-        p.add_argument("--value-warmup-rollouts", type=int, default=0,
-                       help="first rollouts that train the value heads only (fine-tuning from SFT)")
+        p.add_argument("--value-warmup-rollouts", type=int, default=None,
+                       help="first rollouts that train the value heads only (default: 4 with --init-from, else 0)")
         p.add_argument("--eval-episodes", type=int, default=0)
         p.add_argument("--threads", type=int, default=1, help="torch threads")
         if p.prog.endswith("compare"):
@@ -74,6 +82,9 @@ def _rl_config(args: argparse.Namespace, seed: int, shaping: bool, version_id: s
                     n_steps=args.n_steps, total_env_steps=args.total_env_steps, epochs=args.epochs,
                     batch_size=args.batch_size, lr=args.lr, init_from=args.init_from,
                     init_log_std=args.init_log_std, value_warmup_rollouts=args.value_warmup_rollouts,
+                    kl_coef=args.kl_coef, actor_lr_scale=args.actor_lr_scale,
+                    value_trains_encoder=None if args.value_trains_encoder is None else bool(args.value_trains_encoder),
+                    bound_values=None if args.bound_values is None else bool(args.bound_values),
                     target_kl=args.target_kl, bc_demos=args.bc_demos, bc_coef=args.bc_coef,
                     resume=not getattr(args, "no_resume", False), eval_episodes=args.eval_episodes, seed=seed,
                     output_dir=args.output_dir, version_id=version_id, num_threads=args.threads,
@@ -107,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
             cfg = _rl_config(args, seed, name == "shaped", "")
             runs[name].append(_jsonable(train_rl(cfg)))
     summary = {name: {"success_rate_last_mean": float(np.mean([r["success_rate_last"] for r in rs])),
-                      "eval_success_mean": (float(np.mean([r["eval_success"] for r in rs]))
-                                            if all(r["eval_success"] is not None for r in rs) else None),
+                      **{f"{key}_mean": (float(np.mean([r[key] for r in rs]))
+                                         if all(r[key] is not None for r in rs) else None)
+                         for key in ("eval_success", "eval_success_init")},
                       "runs": rs} for name, rs in runs.items()}
     print(json.dumps({"family": args.family, "total_env_steps": args.total_env_steps, "seeds": args.seeds,
                       **summary}))

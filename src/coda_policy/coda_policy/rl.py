@@ -14,6 +14,18 @@ One iteration of :func:`train_rl`:
    the stage its transition was in (staged value learning).
 3. :func:`ppo_update` runs clipped-ratio PPO epochs over the buffer's seeded minibatches.
 
+Fine-tuning (``init_from``, e.g. an SFT version) starts from a policy that already solves part of the
+scenes with its mean action, while the reward is still rare. Without care PPO drifts such a policy away from
+what it imitated before the advantages carry any signal: per-minibatch normalised advantages of an untrained
+critic are noise at full scale, the value loss reshapes the encoder the actor reads, and the value head of a rarely
+visited stage can diverge through the truncation bootstrap (values of -50 where returns lie in [0, 1]). Fields left
+at None therefore take the :data:`FINE_TUNE` settings with ``init_from`` and the from-scratch ones otherwise: a
+small action noise (the SFT policy's sampled actions still succeed), value-head warm-up, a value loss that trains
+the critic MLP but not the encoder the actor reads, values clamped to the attainable return range, a smaller
+learning rate for everything but the critic, and a KL penalty to the initial policy on the visited states.
+The initial policy's deterministic success is measured on the same evaluation scenes as the final one
+(``RLResult.eval_success_init``).
+
 Everything random is seeded from ``RLConfig.seed`` (scene generation per env, action noise, minibatch order),
 so a run is reproducible. A run resumes from its own folder (``trainer_state.pt``: optimiser, counters, noise
 generator) or starts from another checkpoint (``init_from``, e.g. an SFT version).
@@ -37,6 +49,28 @@ from coda_policy.evaluation import success_rates
 from coda_policy.metrics import MetricsLog
 from coda_policy.model import CodaPolicyNet
 from coda_policy.sft import build_policy
+
+
+@dataclass(frozen=True)
+class FineTuneDefaults:
+    """What the None fields of :class:`RLConfig` become in a run from ``init_from``."""
+
+    init_log_std: float = -2.3
+    """Action-noise log std (std 0.1 of the normalised action)."""
+    kl_coef: float = 1.0
+    """Weight of the KL penalty to the initial policy."""
+    actor_lr_scale: float = 0.1
+    """Learning rate of everything but the critic MLP, relative to ``lr``."""
+    value_warmup_rollouts: int = 4
+    """Rollouts that train the critic alone."""
+    value_trains_encoder: bool = False
+    """The value loss trains the critic MLP only; the shared encoder keeps the features the actor reads."""
+    bound_values: bool = True
+    """Values used for GAE and bootstraps are clamped to the attainable return range."""
+
+
+FINE_TUNE = FineTuneDefaults()
+"""The fine-tuning defaults (see the module docstring)."""
 
 
 @dataclass
@@ -75,28 +109,47 @@ class RLConfig:
     """Weight of the entropy bonus."""
     max_grad_norm: float = 0.5
     """Gradient norm clip."""
+    actor_lr_scale: float | None = None
+    """Learning rate of everything but the critic MLP (actor, shared encoder, action noise) as a fraction of
+    ``lr``; None: 1 from scratch, ``FINE_TUNE.actor_lr_scale`` with ``init_from``."""
+    kl_coef: float | None = None
+    """Weight of the mean KL divergence from the policy to the initial (``init_from``) policy on the rollout's
+    states, a penalty in the PPO loss that keeps a fine-tuned policy near what it imitated unless the advantages
+    say otherwise; None: ``FINE_TUNE.kl_coef`` with ``init_from``, 0 from scratch (where it must be 0)."""
+    value_trains_encoder: bool | None = None
+    """Let the value loss's gradient reach the shared encoder (token MLP, attention) and not only the critic MLP;
+    None: True from scratch, ``FINE_TUNE.value_trains_encoder`` with ``init_from`` (so that fitting untrained value
+    heads to noisy returns does not change the features the SFT actor reads)."""
+    bound_values: bool | None = None
+    """Clamp the critic's values used in GAE and in the truncation bootstrap to the range returns can have
+    (sparse: [0, 1]; shaped: [-1, 1], potentials lie in [0, 1]), so that a value head of rarely visited stages
+    cannot feed its own errors back through bootstrapping and diverge; None: False from scratch,
+    ``FINE_TUNE.bound_values`` with ``init_from``."""
     target_kl: float | None = None
     """Stop an update's remaining epochs once a minibatch's approximate KL to the rollout policy exceeds
     1.5 times this (None: always run every epoch); keeps fine-tuning of a low-noise SFT policy stable."""
     init_from: str = ""
     """Checkpoint folder to start from (e.g. an SFT version); empty starts from a fresh network (``policy``)."""
     init_log_std: float | None = None
-    """Log standard deviation of the action noise at the start of a run from ``init_from`` (None keeps the
-    checkpoint's); a fine-tuned SFT policy explores around what it imitates with a smaller noise."""
+    """Log standard deviation of the action noise at the start of a run from ``init_from`` (None:
+    ``FINE_TUNE.init_log_std``); a fine-tuned SFT policy explores around what it imitates with a smaller noise
+    (SFT's own noise, std 0.37, makes its sampled actions fail where its mean succeeds)."""
     bc_demos: str = ""
     """Demonstrations file (a ``DemoSet`` ``.npz``, e.g. SFT's ``demos_file``) for a behaviour-cloning term in PPO."""
     bc_coef: float = 0.0
     """Weight of that term: squared error of the action mean on a minibatch of this family's demonstration steps
     (0: none). Keeps a fine-tuned SFT policy near what it imitated while the reward is still rare."""
-    value_warmup_rollouts: int = 0
+    value_warmup_rollouts: int | None = None
     """First rollouts in which only the critic MLP learns (actor and shared encoder kept), so that a policy
-    fine-tuned from SFT is not pushed around by advantages of untrained value heads."""
+    fine-tuned from SFT is not pushed around by advantages of untrained value heads; None:
+    ``FINE_TUNE.value_warmup_rollouts`` with ``init_from``, 0 from scratch."""
     resume: bool = True
     """Continue from ``output_dir / version_id`` when it holds a trainer state."""
     checkpoint_every: int = 10
     """Save the checkpoint (and trainer state) every this many rollouts, and at the end."""
     eval_episodes: int = 0
-    """Episodes for the final deterministic success-rate measurement (0 skips it)."""
+    """Episodes for the final deterministic success-rate measurement (0 skips it); a fresh run from
+    ``init_from`` measures the initial policy on the same scenes first."""
     seed: int = 0
     """Seeds scenes, action noise, minibatch order and a fresh network's initialisation."""
     output_dir: Path = Path("runs/policy")
@@ -115,6 +168,19 @@ class RLConfig:
         from coda_engine.sim.families import FAMILIES
 
         self.output_dir = Path(self.output_dir)
+        tuned = bool(self.init_from)
+        if self.init_log_std is None and tuned:
+            self.init_log_std = FINE_TUNE.init_log_std
+        if self.kl_coef is None:
+            self.kl_coef = FINE_TUNE.kl_coef if tuned else 0.0
+        if self.actor_lr_scale is None:
+            self.actor_lr_scale = FINE_TUNE.actor_lr_scale if tuned else 1.0
+        if self.value_warmup_rollouts is None:
+            self.value_warmup_rollouts = FINE_TUNE.value_warmup_rollouts if tuned else 0
+        if self.value_trains_encoder is None:
+            self.value_trains_encoder = FINE_TUNE.value_trains_encoder if tuned else True
+        if self.bound_values is None:
+            self.bound_values = FINE_TUNE.bound_values if tuned else False
         errors = []
         if self.family not in FAMILIES:
             errors.append(f"RLConfig.family={self.family!r} must be one of {sorted(FAMILIES)}")
@@ -128,11 +194,15 @@ class RLConfig:
             errors.append(f"RLConfig.lr={self.lr} must be in (0, 1)")
         if not 0.0 < self.clip_range < 1.0:
             errors.append(f"RLConfig.clip_range={self.clip_range} must be in (0, 1)")
+        if not 0.0 < self.actor_lr_scale <= 1.0:
+            errors.append(f"RLConfig.actor_lr_scale={self.actor_lr_scale} must be in (0, 1]")
+        if self.kl_coef and not tuned:
+            errors.append(f"RLConfig.kl_coef={self.kl_coef} needs init_from (the policy the KL is measured to)")
         if self.init_log_std is not None and not -5.0 <= self.init_log_std <= 1.0:
             errors.append(f"RLConfig.init_log_std={self.init_log_std} must be in [-5, 1]")
         if self.bc_coef and not Path(self.bc_demos).is_file():
             errors.append(f"RLConfig.bc_demos={self.bc_demos!r} must be a demonstrations file when bc_coef > 0")
-        for name in ("vf_coef", "ent_coef", "eval_episodes", "value_warmup_rollouts", "bc_coef"):
+        for name in ("vf_coef", "ent_coef", "eval_episodes", "value_warmup_rollouts", "bc_coef", "kl_coef"):
             if getattr(self, name) < 0:
                 errors.append(f"RLConfig.{name}={getattr(self, name)} must be >= 0")
         if self.target_kl is not None and self.target_kl <= 0:
@@ -149,6 +219,13 @@ class RLConfig:
     def to_dict(self, with_version: bool = True) -> dict[str, Any]:
         """JSON-friendly dict of the settings."""
         return run_config_dict(self, with_version)
+
+    @property
+    def value_range(self) -> tuple[float, float]:
+        """Range of the discounted return of any state: the values are clamped to it with ``bound_values``."""
+        if not self.bound_values:
+            return (-float("inf"), float("inf"))
+        return (-1.0 if self.shaping else 0.0, 1.0)
 
     @property
     def program_source(self) -> str:
@@ -201,12 +278,13 @@ class Rollouts:
         cfg = self.cfg
         buffer.reset()
         std = net.log_std.exp()
+        low, high = cfg.value_range
         for _ in range(cfg.n_steps):
             obs_t = torch.from_numpy(self.obs)
             mean, values = net(obs_t, torch.from_numpy(self.instr))
             actions = mean + std * torch.randn(mean.shape, generator=generator)
             log_probs = net.log_prob(mean, actions)
-            value = net.stage_value(values, obs_t).numpy()
+            value = net.stage_value(values, obs_t).clamp(low, high).numpy()
             heads = net.value_head(obs_t).numpy().astype(np.int32)
             rewards = np.zeros(cfg.n_envs, dtype=np.float32)
             terminated = np.zeros(cfg.n_envs, dtype=np.float32)
@@ -226,7 +304,7 @@ class Rollouts:
                 idx = [i for i, _ in truncated_final]
                 final = torch.from_numpy(np.stack([o for _, o in truncated_final]))
                 _, final_values = net(final, torch.from_numpy(self.instr[idx]))
-                stored[idx] += cfg.gamma * net.stage_value(final_values, final).numpy()
+                stored[idx] += cfg.gamma * net.stage_value(final_values, final).clamp(low, high).numpy()
             buffer.add(
                 np.concatenate([self.obs, self.instr], axis=1),
                 actions.numpy(),
@@ -254,12 +332,34 @@ class Rollouts:
                 self._reset(int(i))
         obs_t = torch.from_numpy(self.obs)
         _, values = net(obs_t, torch.from_numpy(self.instr))
-        return net.stage_value(values, obs_t).numpy()
+        return net.stage_value(values, obs_t).clamp(low, high).numpy()
 
     def pop_finished(self) -> list[dict[str, float]]:
         """Statistics of the episodes finished since the last call."""
         out, self.finished = self.finished, []
         return out
+
+
+def gaussian_kl(
+    mean: torch.Tensor, log_std: torch.Tensor, ref_mean: torch.Tensor, ref_log_std: torch.Tensor
+) -> torch.Tensor:
+    """KL divergence (B,) from the diagonal Gaussian ``(mean, exp(log_std))`` to ``(ref_mean, exp(ref_log_std))``."""
+    log_std, ref_log_std = log_std.expand_as(mean), ref_log_std.expand_as(ref_mean)
+    var_ratio = (2.0 * (log_std - ref_log_std)).exp()
+    shift = ((mean - ref_mean) / ref_log_std.exp()).pow(2)
+    return (0.5 * (var_ratio + shift - 1.0) - (log_std - ref_log_std)).sum(-1)
+
+
+def actor_critic(
+    net: CodaPolicyNet, obs: torch.Tensor, instr: torch.Tensor, value_trains_encoder: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``net(obs, instr)``: the action mean and the per-stage values.
+
+    Without ``value_trains_encoder`` the values are computed on detached features, so that the value loss reaches
+    the critic MLP alone.
+    """
+    feat, _ = net.features(obs, instr)
+    return torch.tanh(net.actor(feat)), net.critic(feat if value_trains_encoder else feat.detach())
 
 
 def ppo_update(
@@ -270,13 +370,15 @@ def ppo_update(
     seed: int,
     value_only: bool = False,
     demos: dict[str, torch.Tensor] | None = None,
+    reference: CodaPolicyNet | None = None,
 ) -> dict[str, float]:
     """PPO epochs over the buffer's minibatches (order seeded by ``seed``); returns mean losses and diagnostics.
 
     Policy loss: clipped surrogate on per-minibatch normalised advantages. Value loss: squared error between
     the value of the transition's stage head and its GAE return. ``value_only`` steps the critic MLP alone.
     ``demos`` (``obs``, ``instr``, ``action`` tensors) adds ``cfg.bc_coef`` times the behaviour-cloning error on a
-    random minibatch of them.
+    random minibatch of them. ``reference`` (the frozen initial policy) gives ``kl_init``, the mean KL from the
+    policy to it on the minibatch states, which ``cfg.kl_coef`` weighs in the loss.
     """
     bc_generator = torch.Generator().manual_seed(seed)
     critic_params = {id(p) for p in net.critic.parameters()}
@@ -288,6 +390,7 @@ def ppo_update(
         "approx_kl": 0.0,
         "clip_fraction": 0.0,
         "bc_loss": 0.0,
+        "kl_init": 0.0,
     }
     count, stopped = 0, False
     epochs_run = 0
@@ -296,7 +399,7 @@ def ppo_update(
             x = torch.from_numpy(mb.observations)
             obs, instr = x[:, :obs_dim], x[:, obs_dim:]
             actions = torch.from_numpy(mb.actions)
-            mean, values = net(obs, instr)
+            mean, values = actor_critic(net, obs, instr, bool(cfg.value_trains_encoder))
             heads = torch.from_numpy(mb.stages).long()
             value = values.gather(1, heads[:, None])[:, 0]
             log_prob = net.log_prob(mean, actions)
@@ -314,6 +417,12 @@ def ppo_update(
             value_loss = (torch.from_numpy(mb.returns) - value).pow(2).mean()
             entropy = net.entropy()
             loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+            kl_init = torch.zeros(())
+            if reference is not None:
+                with torch.no_grad():
+                    ref_mean, _ = reference(obs, instr)
+                kl_init = gaussian_kl(mean, net.log_std, ref_mean, reference.log_std).mean()
+                loss = loss + cfg.kl_coef * kl_init
             bc_loss = torch.zeros(())
             if demos is not None and cfg.bc_coef > 0:
                 pick = torch.randint(len(demos["obs"]), (cfg.batch_size,), generator=bc_generator)
@@ -334,6 +443,7 @@ def ppo_update(
                 sums["policy_loss"] += float(policy_loss)
                 sums["value_loss"] += float(value_loss)
                 sums["bc_loss"] += float(bc_loss)
+                sums["kl_init"] += float(kl_init)
                 sums["entropy"] += float(entropy)
                 sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
                 sums["clip_fraction"] += float(((ratio - 1).abs() > cfg.clip_range).float().mean())
@@ -360,8 +470,17 @@ class RLResult:
     """Success rate of the episodes finished in the last quarter of this run's rollouts (sampled actions)."""
     eval_success: float | None
     """Deterministic success rate on new scenes (None if not measured)."""
+    eval_success_init: float | None
+    """The initial (``init_from``) policy's deterministic success rate on the same scenes (None if not measured:
+    no ``init_from``, no ``eval_episodes``, or a resumed run)."""
     seconds: float
     """Wall time."""
+
+
+def _evaluate(net: CodaPolicyNet, cfg: RLConfig, embedder: object) -> float:
+    """Deterministic success rate on ``cfg.eval_episodes`` scenes that depend on ``cfg.seed`` alone."""
+    rng = np.random.default_rng([cfg.seed, 99])
+    return success_rates(net, (cfg.family,), cfg.eval_episodes, rng, cfg.split, embedder)[cfg.family]
 
 
 def _initial_net(cfg: RLConfig, num_stages: int) -> CodaPolicyNet:
@@ -401,8 +520,19 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
             probe.reset(seed=cfg.seed)
             num_stages = int(probe.arm.program.num_stages)
         net = _initial_net(cfg, num_stages)
+    reference = None
+    if cfg.init_from:  # the initial policy, frozen: the KL penalty's anchor (also after a resume)
+        reference = _initial_net(cfg, net.cfg.num_stages).eval().requires_grad_(False)
+    eval_init = None
+    if reference is not None and state is None and cfg.eval_episodes:
+        eval_init = _evaluate(reference, cfg, embedder)
     net.train()
-    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
+    critic = [p for p in net.critic.parameters()]
+    critic_ids = {id(p) for p in critic}
+    rest = [p for p in net.parameters() if id(p) not in critic_ids]
+    optimizer = torch.optim.Adam(
+        [{"params": critic, "lr": cfg.lr}, {"params": rest, "lr": cfg.lr * cfg.actor_lr_scale}], eps=1e-5
+    )
     generator = torch.Generator().manual_seed(cfg.seed)
     env_steps, update = 0, 0
     if state is not None:
@@ -415,6 +545,8 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
     buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, obs_dim, net.cfg.action_dim)
     log = MetricsLog(folder / "metrics.jsonl", append=state is not None)
     log.write("config", **cfg.to_dict(), num_stages=net.cfg.num_stages, resumed_at=env_steps)
+    if eval_init is not None:
+        log.write("success_init", split=cfg.split, episodes=cfg.eval_episodes, **{cfg.family: eval_init})
     per_rollout = cfg.n_steps * cfg.n_envs
     total_updates = -(-cfg.total_env_steps // per_rollout)
     history: list[list[dict[str, float]]] = []
@@ -429,8 +561,17 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
     for update in bar:
         last_values = rollouts.collect(net, buffer, generator)
         buffer.compute_gae(last_values, rollouts.episode_start, cfg.gamma, cfg.gae_lambda)
-        losses = ppo_update(net, optimizer, buffer, cfg, cfg.seed * 100_003 + update,
-                            value_only=update < cfg.value_warmup_rollouts, demos=demos)
+        advantage_std = float(buffer.advantages.std())
+        losses = ppo_update(
+            net,
+            optimizer,
+            buffer,
+            cfg,
+            cfg.seed * 100_003 + update,
+            value_only=update < cfg.value_warmup_rollouts,
+            demos=demos,
+            reference=reference,
+        )
         env_steps += per_rollout
         finished = rollouts.pop_finished()
         history.append(finished)
@@ -442,6 +583,7 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
             "return": float(np.mean([f["return"] for f in finished])) if finished else None,
             "shaped_return": float(np.mean([f["shaped_return"] for f in finished])) if finished else None,
             "reward_mean": float(buffer.rewards.mean()),
+            "advantage_std": advantage_std,
             "std": float(net.log_std.detach().exp().mean()),
             **losses,
         }
@@ -450,14 +592,13 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
             succ="-" if row["success_rate"] is None else f"{row['success_rate']:.2f}",
             vloss=f"{losses['value_loss']:.3f}",
             kl=f"{losses['approx_kl']:.3f}",
+            kl0=f"{losses['kl_init']:.3f}",
         )
         if (update + 1) % cfg.checkpoint_every == 0 or update + 1 == total_updates:
             _save(folder, net, cfg, optimizer, generator, env_steps, update + 1)
     eval_success = None
     if cfg.eval_episodes:
-        eval_success = success_rates(
-            net, (cfg.family,), cfg.eval_episodes, np.random.default_rng([cfg.seed, 99]), cfg.split, embedder
-        )[cfg.family]
+        eval_success = _evaluate(net, cfg, embedder)
         log.write("success", split=cfg.split, episodes=cfg.eval_episodes, **{cfg.family: eval_success})
         _save(folder, net, cfg, optimizer, generator, env_steps, total_updates, eval_success)
     tail = [f for fs in history[-max(1, len(history) // 4) :] for f in fs]
@@ -468,6 +609,7 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
         sum(len(h) for h in history),
         float(np.mean([f["success"] for f in tail])) if tail else 0.0,
         eval_success,
+        eval_init,
         time.time() - start,
     )
     log.write(
@@ -475,6 +617,7 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
         env_steps=env_steps,
         success_rate_last=result.success_rate_last,
         eval_success=eval_success,
+        eval_success_init=eval_init,
         seconds=result.seconds,
     )
     log.close()
