@@ -40,8 +40,9 @@ class SFTConfig:
     """Engine split the demonstration and evaluation scenes are generated from."""
     val_fraction: float = 0.1
     """Fraction of each family's episodes held out for validation (whole episodes)."""
-    steps: int = 3000
-    """Gradient steps."""
+    steps: int = 6000
+    """Gradient steps (measured on 200 demos/family, id success over 40 scenes: 2,500 steps reach .68, pick_place
+    .23, push .50, stack .05; 6,000 steps 1.0 / .40 / .68 / .40)."""
     batch_size: int = 256
     """Steps per minibatch."""
     lr: float = 1e-3
