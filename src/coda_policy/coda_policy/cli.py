@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sft = sub.add_parser("sft", help="behaviour cloning on expert demonstrations")
     sft.add_argument("--families", nargs="+", default=["reach", "pick_place", "push", "stack"])
     sft.add_argument("--episodes-per-family", type=int, default=100)
-    sft.add_argument("--steps", type=int, default=6000, help="gradient steps (as SFTConfig.steps)")
+    sft.add_argument("--steps", type=int, default=12000, help="gradient steps (as SFTConfig.steps)")
     sft.add_argument("--batch-size", type=int, default=256)
     sft.add_argument("--lr", type=float, default=1e-3)
     sft.add_argument("--eval-episodes", type=int, default=20, help="success-rate episodes per family (0: skip)")
