@@ -31,11 +31,10 @@ from tqdm import tqdm
 
 from coda_policy.checkpoint import load_policy, make_version_id, save_checkpoint
 from coda_policy.data import DemoSet, concat
-from coda_policy.evaluation import success_rates
 from coda_policy.metrics import MetricsLog
 from coda_policy.model import CodaPolicy, action_targets
 from coda_policy.serving import make_action_fn
-from coda_policy.sft import SFTConfig, fit_bc, load_or_collect, validation_loss
+from coda_policy.sft import SFTConfig, evaluate_and_save, fit_bc, prepare_run, validation_loss
 
 HOLD_XY = 0.02
 """Largest horizontal distance between object centre and tool point for the object to count as held, m."""
@@ -346,14 +345,7 @@ def train_dagger(cfg: DAggerConfig, embedder: Any = None, demos: DemoSet | None 
     """Run DAgger as configured; see the module docstring."""
     start = time.time()
     base = cfg.sft
-    torch.set_num_threads(base.num_threads)
-    if embedder is None:
-        from coda_policy.serving import embedder as shared_embedder
-
-        embedder = shared_embedder()
-    demo_rng, split_rng, eval_rng = (np.random.default_rng([base.seed, k]) for k in range(3))
-    demos = demos if demos is not None else load_or_collect(base, embedder, demo_rng)
-    train_set, val_set = demos.split(base.val_fraction, split_rng)
+    embedder, demos, train_set, val_set, eval_rng = prepare_run(base, embedder, demos)
     val = val_set.tensors()
     folder = base.output_dir / cfg.version_id
     rounds_dir = folder / "rounds"
@@ -414,20 +406,6 @@ def train_dagger(cfg: DAggerConfig, embedder: Any = None, demos: DemoSet | None 
         rounds_dir.mkdir(parents=True, exist_ok=True)
         rollouts.save(data_file)
         save_checkpoint(ckpt, policy.net, f"{cfg.version_id}-r{k + 1}", {"trainer": "dagger", "round": k + 1})
-    success: dict[str, float] = {}
-    if base.eval_episodes:
-        success = success_rates(policy.net, base.families, base.eval_episodes, eval_rng, base.split, embedder)
-        log.write("success", split=base.split, episodes=base.eval_episodes, **success)
-    meta = {
-        "trainer": "dagger",
-        "dagger": cfg.to_dict(),
-        "rounds": history,
-        "success": success,
-        "parent": cfg.init_from,
-    }
-    policy.net.eval()
-    save_checkpoint(folder, policy.net, cfg.version_id, meta)
-    seconds = time.time() - start
-    log.write("done", seconds=seconds, success=success)
-    log.close()
+    meta = {"trainer": "dagger", "dagger": cfg.to_dict(), "rounds": history, "parent": cfg.init_from}
+    success, seconds = evaluate_and_save(policy, base, embedder, eval_rng, folder, cfg.version_id, meta, log, start)
     return DAggerResult(folder, cfg.version_id, history, success, seconds)

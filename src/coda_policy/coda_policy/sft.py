@@ -213,9 +213,14 @@ def fit_bc(
     return float(np.mean(recent)), val_loss
 
 
-def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | None = None) -> SFTResult:
-    """Run behaviour cloning as configured; see the module docstring."""
-    start = time.time()
+def prepare_run(
+    cfg: SFTConfig, embedder: object | None, demos: DemoSet | None
+) -> tuple[object, DemoSet, DemoSet, DemoSet, np.random.Generator]:
+    """Prepare a run: torch threads, the embedder, the demonstrations and their split.
+
+    Loads the shared embedder if none is given and loads or collects the demonstrations if none are given. Returns
+    (embedder, all demonstrations, training set, validation set, evaluation generator), seeded by ``cfg.seed``.
+    """
     torch.set_num_threads(cfg.num_threads)
     if embedder is None:
         from coda_policy.serving import embedder as shared_embedder
@@ -224,6 +229,43 @@ def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | N
     demo_rng, split_rng, eval_rng = (np.random.default_rng([cfg.seed, k]) for k in range(3))
     demos = demos if demos is not None else load_or_collect(cfg, embedder, demo_rng)
     train_set, val_set = demos.split(cfg.val_fraction, split_rng)
+    return embedder, demos, train_set, val_set, eval_rng
+
+
+def evaluate_and_save(
+    policy: CodaPolicy,
+    cfg: SFTConfig,
+    embedder: object,
+    eval_rng: np.random.Generator,
+    folder: Path,
+    version_id: str,
+    meta: dict[str, Any],
+    log: MetricsLog,
+    start: float,
+    **done: Any,
+) -> tuple[dict[str, float], float]:
+    """Finish a run: evaluate, save the checkpoint, log the end and close the log.
+
+    Scores the policy on ``cfg.eval_episodes`` scenes per family (if any), saves it as ``version_id`` in ``folder``
+    with ``meta`` plus the success rates and logs ``done`` with the end record.
+    Returns (success per family, seconds since ``start``).
+    """
+    success: dict[str, float] = {}
+    if cfg.eval_episodes:
+        success = success_rates(policy.net, cfg.families, cfg.eval_episodes, eval_rng, cfg.split, embedder)
+        log.write("success", split=cfg.split, episodes=cfg.eval_episodes, **success)
+    policy.net.eval()
+    save_checkpoint(folder, policy.net, version_id, {**meta, "success": success})
+    seconds = time.time() - start
+    log.write("done", seconds=seconds, **done, success=success)
+    log.close()
+    return success, seconds
+
+
+def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | None = None) -> SFTResult:
+    """Run behaviour cloning as configured; see the module docstring."""
+    start = time.time()
+    embedder, _, train_set, val_set, eval_rng = prepare_run(cfg, embedder, demos)
     train, val = train_set.tensors(), val_set.tensors()
     policy = build_policy(cfg.policy, cfg.seed)
     folder = cfg.output_dir / cfg.version_id
@@ -240,20 +282,13 @@ def train_sft(cfg: SFTConfig, embedder: object | None = None, demos: DemoSet | N
     first_val = validation_loss(policy, val)
     log.write("val", step=0, val_loss=first_val)
     train_loss, val_loss = fit_bc(policy, train, val, cfg.steps, cfg.lr, cfg, log, gen, f"sft {cfg.version_id}")
-    success: dict[str, float] = {}
-    if cfg.eval_episodes:
-        success = success_rates(policy.net, cfg.families, cfg.eval_episodes, eval_rng, cfg.split, embedder)
-        log.write("success", split=cfg.split, episodes=cfg.eval_episodes, **success)
     meta = {
         "trainer": "sft",
         "sft": cfg.to_dict(),
         "val_loss": val_loss,
-        "success": success,
         "train_episodes": len(np.unique(train_set.episode)),
     }
-    policy.net.eval()
-    save_checkpoint(folder, policy.net, cfg.version_id, meta)
-    seconds = time.time() - start
-    log.write("done", seconds=seconds, val_loss=val_loss, success=success)
-    log.close()
+    success, seconds = evaluate_and_save(
+        policy, cfg, embedder, eval_rng, folder, cfg.version_id, meta, log, start, val_loss=val_loss
+    )
     return SFTResult(folder, cfg.version_id, train_loss, val_loss, first_val, success, seconds)

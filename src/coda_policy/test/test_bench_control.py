@@ -109,6 +109,8 @@ def test_cpp_action_mean_equals_the_network_and_checks_its_spec(tiny_policy_conf
     spec["head"] = spec["head"][1:]
     with pytest.raises(ValueError, match=r"ActorSpec\.head\[0\]\.in"):
         ObjectTokenActor(spec)
+    with pytest.raises(ValueError, match=r"blocks\[0\]: expected a dict"):
+        ObjectTokenActor({**spec, "blocks": [42]})
     del spec["lang"]
     with pytest.raises(ValueError, match="missing key 'lang'"):
         ObjectTokenActor(spec)

@@ -15,7 +15,8 @@ namespace glue {
 namespace {
 
 py::handle item(py::handle mapping, const std::string& key, const std::string& where) {
-  py::dict d = py::reinterpret_borrow<py::dict>(mapping);
+  if (!py::isinstance<py::dict>(mapping)) throw py::value_error(where + ": expected a dict");
+  auto d = py::reinterpret_borrow<py::dict>(mapping);
   if (!d.contains(key)) throw py::value_error(where + ": missing key '" + key + "'");
   return d[key.c_str()];
 }
