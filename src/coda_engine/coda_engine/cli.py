@@ -21,6 +21,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("coda_engine.commands.bench", "benchmarks: coda bench core|sim|control ... --json"),
     "critic": ("coda_critic.commands", "learned critic: coda critic train|eval --json"),
     "train": ("coda_policy.cli", "train the policy: coda train sft|rl|compare ..."),
+    "eval": ("coda_policy.eval_command", "success of a policy checkpoint on held-out suites: coda eval --policy CKPT"),
+    "report": ("coda_engine.commands.report", "HTML report of a run folder: coda report RUN_DIR"),
+    "export": ("coda_engine.commands.export", "episodes of a run as a rosbag2 MCAP file: coda export RUN_DIR --mcap FILE"),
+    "experiment": ("coda_engine.commands.experiment", "CoDA against the baselines: coda experiment --preset small"),
 }
 
 
