@@ -1,28 +1,172 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""`coda run` (make run) end to end: real node processes over DDS on an isolated domain."""
+"""`coda run` end to end on a tiny budget: the loop's rounds, its memory, resume after SIGKILL, ROS workers.
+
+Everything is real (MuJoCo episodes, training, the SQLite memory, rclpy nodes over DDS); only the
+sizes are small, so the policy barely learns: these tests check what the loop does and records,
+not how well the policy gets (that is `coda experiment`'s job).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.ros
+from coda_engine.loop.config import LoopConfig, load_config
+from coda_engine.loop.rounds import ROUND0_STEPS, ROUND_STEPS
+
+TINY = {
+    "rounds": 1, "budget": 3, "workers": 1, "families": ["reach", "push"], "base_demos_per_family": 3,
+    "base_sft_steps": 30, "probe_per_family": 1, "finetune_steps": 20, "rl_env_steps": 256, "rl_eval_episodes": 2,
+    "eval_per_family": 1, "eval_splits": ["id", "position"], "progress": False,
+}
+CODA = [str(Path(sys.prefix) / "bin" / "coda")]
 
 
-def test_coda_run_drives_generator_and_workers(ros_domain: int) -> None:
-    coda = Path(sys.prefix) / "bin" / "coda"
-    result = subprocess.run(
-        [str(coda), "run", "--budget", "1", "--workers", "1", "--json"], capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"ROS_DOMAIN_ID={ros_domain}" in result.stdout
+def _finished(db: Path) -> list[tuple[int, str]]:
+    if not db.is_file():
+        return []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            return [(int(r), str(s)) for r, s in conn.execute("SELECT round, step FROM loop_steps")]
+    except sqlite3.OperationalError:
+        return []
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_config_errors_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="method='bogus'"):
+        LoopConfig(method="bogus")
+    with pytest.raises(ValueError, match="budget=0"):
+        LoopConfig(budget=0)
+    with pytest.raises(ValueError, match="eval_splits"):
+        LoopConfig(eval_splits=("id", "mars"))
+    with pytest.raises(ValueError, match="critic_model"):
+        LoopConfig(critic="learned")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("budget: 4\nbudgte: 5\n")
+    with pytest.raises(ValueError, match=r"unknown keys \['budgte'\]"):
+        load_config(bad)
+    good = tmp_path / "good.yaml"
+    good.write_text("budget: 5\nmethod: open_loop\n")
+    assert load_config(good, {"rounds": 7}) == LoopConfig(budget=5, method="open_loop", rounds=7)
+    assert not LoopConfig(method="closed_loop").uses_critic
+    ablation = LoopConfig(method="coda_no_potential")
+    assert ablation.uses_memory and ablation.uses_critic and not ablation.uses_potentials
+
+
+@pytest.mark.ros
+def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain: int, start_process) -> None:
+    """One tiny run with one local process and one sim_bridge worker on the domain."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    start_process([sys.executable, "-m", "coda_engine.ros.sim_bridge_node", "--ros-args", "-r", "__ns:=/far_arm",
+                   "-p", f"checkpoint_root:={run_dir / 'checkpoints'}", "-p", "camera_rate_hz:=0.0"])
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({**TINY, "seed": 3}))
+    time.sleep(3.0)  # discovery of the worker's action server
+    result = subprocess.run([*CODA, "run", "--config", str(config), "--run-dir", str(run_dir), "--json"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["episodes"] == 4
-    assert set(summary["expert_success"]) == {"reach", "pick_place", "push", "stack"}
-    assert sum(summary["expert_success"].values()) >= 3
-    assert summary["keyframes_received"] >= 8
+    assert [row["round"] for row in summary["rounds"]] == [0, 1]
+    for row in summary["rounds"]:
+        assert set(row["per_split"]) == {"id", "position"}
+        assert all(0.0 <= v <= 1.0 for v in row["per_split"].values())
+    steps = _finished(run_dir / "memory.db")
+    assert sorted(steps) == sorted([(0, s) for s in ROUND0_STEPS] + [(1, s) for s in ROUND_STEPS])
+
+    from coda_engine.memory import MemoryStore
+
+    with MemoryStore(run_dir / "memory.db") as store:
+        episodes = store.finished_step(1, "episodes")
+        assert len(episodes["episode_ids"]) == 3 + 2  # budget + one probe per family
+        assert episodes["remote"].get("far_arm", 0) >= 1, episodes  # the ROS worker took a share
+        robots = {store.get("episode", e).payload["robot_id"] for e in episodes["episode_ids"]}
+        assert any(r.startswith("local_") for r in robots) and len(robots) >= 2
+        diagnose = store.finished_step(1, "diagnose")
+        assert len(diagnose["diagnosis_ids"]) == 5
+        programs = store.finished_step(1, "programs")
+        assert store.get("generation_program", programs["generation_program_id"]) is not None
+        assert store.get("training_program", programs["training_program_id"]) is not None
+        generate = store.finished_step(1, "generate")
+        round0 = store.finished_step(0, "programs")
+        assert generate["program_id"] == round0["generation_program_id"]  # round 1 spent what round 0 planned
+        train = store.finished_step(1, "train")
+        assert store.get("policy_version", train["version"]) is not None
+        assert (run_dir / "checkpoints" / train["version"] / "config.json").is_file()
+        rows = {(p["round"], p["split"]) for p in store.progress()}
+        assert rows == {(r, s) for r in (0, 1) for s in ("id", "position")}
+    assert (run_dir / "report.html").is_file()
+
+
+def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> None:
+    """SIGKILL in the middle of round 1, then --resume: finished steps are kept as they were."""
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({**TINY, "rounds": 2, "rl_env_steps": 0}))
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([*CODA, "run", "--config", str(config), "--run-dir", str(run_dir), "--no-ros",
+                             "--no-report"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 400
+        while (1, "episodes") not in _finished(run_dir / "memory.db"):
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "round 1 episodes did not finish in time"
+            time.sleep(0.2)
+        children = _children(proc.pid)
+        assert children, "the run has no worker processes"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        time.sleep(1.0)
+        assert [pid for pid in children if Path(f"/proc/{pid}").exists()] == [], "workers outlived the killed run"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = _finished(run_dir / "memory.db")
+    assert (1, "episodes") in before and (2, "evaluate") not in before
+    with sqlite3.connect(run_dir / "memory.db") as conn:
+        kept = dict(((r, s), o) for r, s, o in conn.execute("SELECT round, step, outputs FROM loop_steps"))
+        scenes_before = conn.execute("SELECT COUNT(*) FROM scenes").fetchone()[0]
+    result = subprocess.run([*CODA, "run", "--resume", str(run_dir), "--no-ros", "--no-report", "--json"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    after = _finished(run_dir / "memory.db")
+    assert sorted(after) == sorted([(0, s) for s in ROUND0_STEPS] + [(r, s) for r in (1, 2) for s in ROUND_STEPS])
+    with sqlite3.connect(run_dir / "memory.db") as conn:
+        again = dict(((r, s), o) for r, s, o in conn.execute("SELECT round, step, outputs FROM loop_steps"))
+        scenes_after = conn.execute("SELECT COUNT(*) FROM scenes").fetchone()[0]
+    assert all(again[key] == value for key, value in kept.items())  # finished work was not redone
+    # round 2's generated scenes only: round 1's were kept, and the probe scenes are the same every round
+    assert scenes_after == scenes_before + TINY["budget"]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [row["round"] for row in summary["rounds"]] == [0, 1, 2]
+
+
+def test_bad_arguments_exit_2(tmp_path: Path) -> None:
+    result = subprocess.run([*CODA, "run", "--resume", str(tmp_path / "nothing"), "--no-ros"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2 and "not a run folder" in result.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("budget: -3\n")
+    result = subprocess.run([*CODA, "run", "--config", str(bad), "--no-ros"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and "budget=-3" in result.stderr

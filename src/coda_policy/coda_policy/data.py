@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -119,3 +120,25 @@ def collect(families: tuple[str, ...], episodes: int, rng: np.random.Generator, 
     embeddings = embedder.embed(instructions)  # type: ignore[attr-defined]
     return DemoSet(np.concatenate(obs).astype(np.float32), np.concatenate(acts), np.concatenate(eps),
                    np.concatenate(fams), np.asarray(embeddings, dtype=np.float32), instructions, tuple(families))
+
+
+def from_episodes(episodes: list[Any], families: tuple[str, ...], embedder: object, max_delta: float) -> DemoSet | None:
+    """Return the successful episodes among ``episodes`` as demonstrations of ``families``.
+
+    ``episodes`` are ``RecordedEpisode`` objects with observations and actions kept; episodes of other families
+    are skipped. None if no episode qualifies.
+    """
+    obs, acts, eps, fams, instructions = [], [], [], [], []
+    for ep in episodes:
+        if not ep.success or ep.steps < 1 or ep.scene.family not in families or ep.observations is None:
+            continue
+        obs.append(np.asarray(ep.observations[:-1], dtype=np.float32))
+        acts.append(action_targets(np.asarray(ep.actions, dtype=np.float32), max_delta))
+        eps.append(np.full(ep.steps, len(instructions), dtype=np.int64))
+        fams.append(np.full(ep.steps, families.index(ep.scene.family), dtype=np.int64))
+        instructions.append(str(ep.scene.instruction))
+    if not instructions:
+        return None
+    embeddings = embedder.embed(instructions)  # type: ignore[attr-defined]
+    return DemoSet(np.concatenate(obs), np.concatenate(acts), np.concatenate(eps), np.concatenate(fams),
+                   np.asarray(embeddings, dtype=np.float32), instructions, tuple(families))

@@ -1,101 +1,177 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda run``: the main job.
+"""``coda run``: the co-evolution loop (``make run``).
 
-The co-evolution loop itself is not built yet. Until it is, ``coda run`` does the largest real
-end-to-end thing the workspace can do, and says so: it starts a ``scene_generator`` node and
-``--workers`` ``sim_bridge`` nodes as separate ROS 2 processes, asks the generator for scenes of
-every task family over DDS, runs the scripted expert on them through the workers' ``RunEpisode``
-action servers, and reports the success rate per family and what crossed the wire.
+Composes the loop in this process: the round orchestration (:mod:`coda_engine.loop`), the shared
+memory with its ``memory`` node announcing every write on ``memory_events`` and answering
+``query_memory``, and ``--workers`` local simulation processes. ``sim_bridge`` workers already on
+the ROS domain (``ros2 run coda_engine sim_bridge --ros-args -p checkpoint_root:=RUN_DIR/checkpoints``)
+take a share of every batch of episodes. Writes ``runs/<id>/`` (memory.db, checkpoints, demos,
+summary.json, report.html). Killed at any moment, ``coda run --resume runs/<id>`` continues from the
+first unfinished step.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
+import threading
 import time
-from collections import defaultdict
+from pathlib import Path
+from typing import Any
 
-FAMILIES = ("reach", "pick_place", "push", "stack")
+from coda_engine.loop.config import METHODS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the options of ``coda run``."""
-    parser.add_argument("--budget", type=int, default=4, help="scenes generated per task family")
-    parser.add_argument("--workers", type=int, default=2, help="sim_bridge worker processes")
-    parser.add_argument("--seed", type=int, default=0, help="base seed of scene generation")
+    parser.add_argument("--config", type=Path, help="YAML/JSON file of LoopConfig fields (others keep their defaults)")
+    parser.add_argument("--rounds", type=int, help="co-evolution rounds after round 0 (default 3)")
+    parser.add_argument("--budget", type=int, help="scenes generated per round (default 32)")
+    parser.add_argument("--workers", type=int, help="local simulation worker processes (default 2)")
+    parser.add_argument("--method", choices=METHODS, help="loop variant (default coda; see coda experiment)")
+    parser.add_argument("--seed", type=int, help="seed of the run (default 0)")
+    parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run folder where it stopped")
+    parser.add_argument("--run-dir", type=Path, help="use this run folder: created if new, resumed if it holds this "
+                        "config's run")
+    parser.add_argument("--runs-root", type=Path, default=Path("runs"), help="where new run folders go")
+    parser.add_argument("--no-ros", action="store_true", help="no ROS node: no memory topic, no remote workers")
+    parser.add_argument("--no-report", action="store_true", help="do not write report.html at the end")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
-def _start(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _config(args: argparse.Namespace) -> Any:
+    from coda_engine.loop.config import LoopConfig, load_config
+
+    overrides = {k: getattr(args, k) for k in ("rounds", "budget", "workers", "method", "seed")
+                 if getattr(args, k) is not None}
+    if args.quiet:
+        overrides["progress"] = False
+    if args.resume is not None and args.run_dir is not None:
+        raise ValueError("give --resume or --run-dir, not both")
+    if args.resume is not None:
+        config_file = args.resume / "config.json"
+        if not config_file.is_file():
+            raise ValueError(f"--resume {args.resume}: not a run folder (no config.json)")
+        saved = json.loads(config_file.read_text())
+        changed = sorted(k for k in overrides if k not in ("rounds", "workers", "progress") and saved.get(k) !=
+                         overrides[k])
+        if changed or args.config is not None:
+            raise ValueError(f"--resume keeps the run's settings; only --rounds and --workers may change (got "
+                             f"{', '.join('--' + k for k in changed) or '--config'})")
+        return LoopConfig.from_dict({**saved, **overrides})
+    if args.config is not None:
+        return load_config(args.config, overrides)
+    return LoopConfig(**overrides)
+
+
+class _Ros:
+    """The ROS side of the process: the loop's node (remote workers) and the memory node, spun in a thread."""
+
+    def __init__(self, db_path: Path) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        from coda_engine.ros.memory_node import MemoryNode
+
+        rclpy.init()
+        self.node = rclpy.create_node("coda_run")
+        self.memory = MemoryNode(db_path=str(db_path))
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.memory)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        while not self.stop.is_set():
+            self.executor.spin_once(timeout_sec=0.05)
+
+    def close(self) -> None:
+        import rclpy
+
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.memory.destroy_node()
+        self.node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def _printer(loop: Any, quiet: bool) -> Any:
+    from tqdm import tqdm
+
+    from coda_engine.loop.rounds import steps_of
+
+    bars: dict[int, Any] = {}
+
+    def on_event(r: int, step: str, out: dict[str, Any]) -> None:
+        if quiet:
+            return
+        bar = bars.get(r)
+        if bar is None:
+            bar = bars[r] = tqdm(total=len(steps_of(r)), desc=f"round {r}", dynamic_ncols=True, leave=True,
+                                 file=sys.stdout)
+        bar.update(1)
+        if step == "episodes":
+            bar.set_postfix_str(f"episodes {out['success']:.0%}")
+        elif step == "diagnose" and "failures" in out:
+            bar.set_postfix_str(f"{out['failures']} failures diagnosed")
+        elif step == "train":
+            bar.set_postfix_str(f"policy {out['version']}")
+        elif step == "evaluate":
+            rates = " ".join(f"{s} {v:.0%}" for s, v in out["per_split"].items())
+            bar.set_postfix_str(f"{rates} | OOD {out['ood']:.0%}")
+            bar.close()
+
+    return on_event
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start the nodes, drive them over DDS, print what happened."""
-    import rclpy
+    """Run or resume the loop; print where the run is and what it measured."""
+    from coda_engine.loop.rounds import CoevolutionLoop, new_run_dir
 
-    from coda_engine.ros.clients import EngineClient
-
-    if args.budget < 1 or args.workers < 1:
-        print("coda run: --budget and --workers must be >= 1", file=sys.stderr)
-        return 2
-    print("coda run: the co-evolution loop is not implemented yet in this version; running the engine end to end:")
-    print(
-        f"coda run: 1 scene_generator + {args.workers} sim_bridge processes on ROS_DOMAIN_ID="
-        f"{os.environ.get('ROS_DOMAIN_ID', '0')}, scripted expert on {args.budget} scenes per family"
-    )
-    procs = [_start(["coda_engine.ros.scene_generator_node"])]
-    workers = [f"coda_run_{i}" for i in range(args.workers)]
-    for ns in workers:
-        procs.append(
-            _start(["coda_engine.ros.sim_bridge_node", "--ros-args", "-r", f"__ns:=/{ns}", "-p", "camera_rate_hz:=0.0"])
-        )
-    start = time.monotonic()
-    rclpy.init()
-    node = rclpy.create_node("coda_run")
-    client = EngineClient(node)
-    wins: dict[str, int] = defaultdict(int)
-    steps: dict[str, int] = defaultdict(int)
-    keyframes = 0
     try:
-        for family in FAMILIES:
-            scenes = client.generate(family, args.budget, args.seed)
-            for i, scene in enumerate(scenes):
-                result = client.run_episode(workers[i % len(workers)], scene, "expert")
-                if not result.accepted:
-                    raise RuntimeError(f"episode rejected: {result.error}")
-                wins[family] += int(result.result.success)
-                steps[family] += result.result.length
-                keyframes += len(result.result.keyframes)
-            print(
-                f"coda run: {family:10s} expert success {wins[family]}/{args.budget} ({steps[family]} control steps)",
-                flush=True,
-            )
+        config = _config(args)
+    except ValueError as error:
+        print(f"coda run: {error}", file=sys.stderr)
+        return 2
+    run_dir = args.resume or args.run_dir or new_run_dir(args.runs_root, config.method)
+    start = time.monotonic()
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    ros = None if args.no_ros else _Ros(Path(run_dir) / "memory.db")
+    print(f"coda run: {config.method}, {config.rounds} rounds x {config.budget} scenes, {config.workers} local "
+          f"workers -> {run_dir}" + ("" if ros is None else " (memory events on /memory_events)"), flush=True)
+    try:
+        loop = CoevolutionLoop(run_dir, config, node=None if ros is None else ros.node)
+    except ValueError as error:
+        if ros is not None:
+            ros.close()
+        print(f"coda run: {error}", file=sys.stderr)
+        return 2
+    loop.on_event = _printer(loop, args.quiet)
+    try:
+        summary = loop.run()
+    except KeyboardInterrupt:
+        print(f"\ncoda run: interrupted; continue with `coda run --resume {run_dir}`", file=sys.stderr)
+        return 130
     finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-        for proc in procs:
-            proc.send_signal(signal.SIGINT)
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    summary = {
-        "what": "engine end-to-end over DDS (the co-evolution loop is not implemented yet)",
-        "episodes": args.budget * len(FAMILIES),
-        "expert_success": {f: wins[f] / args.budget for f in FAMILIES},
-        "keyframes_received": keyframes,
-        "seconds": round(time.monotonic() - start, 1),
-    }
-    print(
-        json.dumps(summary)
-        if args.json
-        else f"coda run: done in {summary['seconds']} s, {keyframes} keyframes received over DDS"
-    )
+        loop.close()
+        if ros is not None:
+            ros.close()
+    summary["seconds"] = round(time.monotonic() - start, 1)
+    (Path(run_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
+    if not args.no_report:
+        from coda_engine.report.html import write_report
+
+        summary["report"] = str(write_report(Path(run_dir)))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        first, last = summary["rounds"][0], summary["rounds"][-1]
+        for split in first["per_split"]:
+            print(f"coda run: {split:12s} {first['per_split'][split]:6.1%} -> {last['per_split'][split]:6.1%}")
+        print(f"coda run: OOD mean     {first['ood']:6.1%} -> {last['ood']:6.1%} (round 0 -> round {last['round']})")
+        print(f"coda run: done in {summary['seconds']} s; report: coda report {run_dir}")
     return 0

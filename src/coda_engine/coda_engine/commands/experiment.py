@@ -1,0 +1,119 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``coda experiment``: CoDA against its baselines at the same generation budget (the paper's table).
+
+For every seed, round 0 (expert demonstrations, the SFT policy, its held-out evaluation) runs once
+as the ``sft`` method; every other method is a ``coda run`` that starts from that policy
+(``LoopConfig.base_from``) and spends the same ``budget`` scenes per round for the same number of
+rounds. Each method is then scored on the held-out suites of every split after its last round; the
+table reports mean and standard deviation over seeds. Every run is a resumable run folder under
+``--out``: an interrupted experiment continues where it stopped when started again with the same
+``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coda_engine.loop.config import METHODS, OOD_SPLITS, PRESETS, SPLITS, LoopConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the options of ``coda experiment``."""
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="small", help="experiment size")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per method (mean and std over them)")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="methods to run")
+    parser.add_argument("--workers", type=int, default=2, help="local simulation worker processes")
+    parser.add_argument("--out", type=Path, help="experiment folder (default runs/experiment-<preset>)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
+def _run(run_dir: Path, config: LoopConfig) -> dict[str, Any]:
+    from coda_engine.loop.rounds import CoevolutionLoop
+
+    loop = CoevolutionLoop(run_dir, config)
+    try:
+        return loop.run()
+    finally:
+        loop.close()
+
+
+def aggregate(finals: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Return ``{method: {split: {"mean", "std"}}}`` (plus ``ood``, the mean of the OOD splits) over seeds."""
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for method, rows in finals.items():
+        results[method] = {}
+        for split in [*SPLITS, "ood"]:
+            values = [row[split] for row in rows if split in row]
+            if values:
+                results[method][split] = {"mean": float(np.mean(values)), "std": float(np.std(values))}
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every method for every seed; print and write the table."""
+    if args.seeds < 1 or args.workers < 0:
+        print("coda experiment: --seeds must be >= 1 and --workers >= 0", file=sys.stderr)
+        return 2
+    preset = PRESETS[args.preset]
+    out = args.out or Path("runs") / f"experiment-{args.preset}"
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    finals: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
+    per_round: dict[str, list[dict[str, Any]]] = {m: [] for m in args.methods}
+    methods = ["sft", *[m for m in args.methods if m != "sft"]]
+    for seed in range(args.seeds):
+        base_dir = out / f"seed{seed}" / "sft"
+        for method in methods:
+            run_dir = out / f"seed{seed}" / method
+            fields = {**preset.loop, "budget": preset.budget, "seed": seed, "workers": args.workers,
+                      "progress": not args.quiet, "method": method}
+            if method == "sft":
+                config = LoopConfig(**{**fields, "rounds": 0})
+            else:
+                config = LoopConfig(**{**fields, "rounds": preset.rounds, "base_from": str(base_dir.resolve())})
+            if (run_dir / "config.json").is_file():
+                config = LoopConfig.from_dict({**json.loads((run_dir / "config.json").read_text()),
+                                               "progress": not args.quiet})
+            print(f"coda experiment: seed {seed} {method} -> {run_dir}", flush=True)
+            summary = _run(run_dir, config)
+            last = summary["rounds"][-1]
+            if method in finals:
+                finals[method].append({**last["per_split"], "ood": last["ood"]})
+                for row in summary["rounds"]:
+                    for split, value in {**row["per_split"], "ood": row["ood"]}.items():
+                        per_round[method].append({"round": row["round"], "split": split, "mean": value,
+                                                  "seed": seed})
+    result = {
+        "preset": args.preset,
+        "results": aggregate(finals),
+        "budget": preset.budget,
+        "rounds": preset.rounds,
+        "seeds": list(range(args.seeds)),
+        "per_round": per_round,
+        "settings": dataclasses.asdict(preset),
+        "seconds": round(time.monotonic() - start, 1),
+    }
+    (out / "results.json").write_text(json.dumps(result, indent=2))
+    from coda_engine.report.experiment import render_experiment
+
+    table, page = render_experiment(result, out)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(table.read_text())
+        sft = result["results"].get("sft", {}).get("ood", {}).get("mean")
+        coda = result["results"].get("coda", {}).get("ood", {}).get("mean")
+        if sft is not None and coda is not None:
+            print(f"coda experiment: OOD success sft {sft:.1%} -> coda {coda:.1%}; splits {', '.join(OOD_SPLITS)}")
+        print(f"coda experiment: {result['seconds']} s; table {table}, plots {page}")
+    return 0

@@ -1,0 +1,211 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Settings of a co-evolution run (:class:`LoopConfig`) and the methods it can run.
+
+A *method* decides how a round's generation budget is spent and how the policy is trained; the
+paper's table compares them at the same budget:
+
+========================  ==========================================  ==============  ========
+method                    generation                                  RL reward       memory
+========================  ==========================================  ==============  ========
+``sft``                   none: the round-0 SFT policy only           -               -
+``open_loop``             fixed randomisation (families evenly)       sparse          no
+``closed_loop``           families weighted by failure rate           sparse          no
+``coda_no_potential``     critic diagnoses -> generation program      sparse          yes
+``coda_no_memory``        critic diagnoses, no history / retrieval    staged          no
+``coda``                  critic diagnoses + memory history           staged          yes
+========================  ==========================================  ==============  ========
+
+Pure module: no rclpy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FAMILIES = ("reach", "pick_place", "push", "stack")
+SPLITS = ("id", "position", "instruction", "object", "distractor")
+OOD_SPLITS = SPLITS[1:]
+METHODS = ("sft", "open_loop", "closed_loop", "coda_no_potential", "coda_no_memory", "coda")
+
+
+@dataclass
+class LoopConfig:
+    """Everything a ``coda run`` needs; every field has an embedded default (the ``make run`` budget)."""
+
+    method: str = "coda"
+    """One of ``METHODS`` (see the module docstring)."""
+    rounds: int = 3
+    """Co-evolution rounds after the round-0 SFT policy."""
+    budget: int = 32
+    """Scenes the data engine generates per round (the generation budget)."""
+    workers: int = 2
+    """Local simulation worker processes for episodes and evaluation (0: only ROS workers on the domain)."""
+    remote_workers: bool = True
+    """Also send episodes to ``sim_bridge`` workers found on the ROS domain (they need the run's checkpoint folder
+    at the same path, e.g. on a shared file system)."""
+    seed: int = 0
+    """Seeds every random choice of the run (scene seeds, training, evaluation order)."""
+    families: tuple[str, ...] = FAMILIES
+    """Task families of the run."""
+    base_demos_per_family: int = 40
+    """Expert demonstrations per family of the round-0 SFT policy."""
+    base_sft_steps: int = 2500
+    """Gradient steps of the round-0 SFT policy."""
+    position_shift: float = 0.06
+    """Generated scenes: metres by which the object and goal sampling regions grow outward (the engine's position
+    axis; 0 keeps the training regions)."""
+    size_scale: tuple[float, float] = (0.8, 1.2)
+    """Generated scenes: range of the multiplier on nominal object sizes (the engine's appearance axis)."""
+    num_distractors: tuple[int, int] = (0, 4)
+    """Generated scenes: range of the number of distractor objects (a targeted count overrides it)."""
+    probe_per_family: int = 2
+    """Probe scenes per family run every round besides the generated ones (the same scenes every round)."""
+    finetune_steps: int = 1000
+    """Behaviour-cloning steps per round on all demonstrations so far (continues from the current policy)."""
+    max_new_demos: int = 0
+    """Most new expert demonstrations per round (0: one per generated scene the policy failed)."""
+    rl_env_steps: int = 2048
+    """PPO environment steps per round on the family with the most diagnosed failures (0: no RL)."""
+    rl_eval_episodes: int = 12
+    """Episodes of the RL gate: the RL result replaces the policy only if it does at least as well as the policy
+    it started from on the same new scenes."""
+    eval_per_family: int = 6
+    """Held-out suite entries per family and split evaluated after every round."""
+    eval_splits: tuple[str, ...] = SPLITS
+    """Held-out splits evaluated."""
+    critic: str = "grounded"
+    """Critic backend of the diagnose step: ``grounded`` (privileged simulator state) or ``learned`` (needs
+    ``critic_model``)."""
+    critic_model: str = ""
+    """Learned critic folder (``coda critic train``) when ``critic`` is ``learned``."""
+    base_from: str = ""
+    """Run folder whose round-0 SFT policy and demonstrations this run reuses (``coda experiment`` trains them
+    once per seed); empty trains them."""
+    torch_threads: int = 2
+    """torch intra-op threads of the training steps."""
+    progress: bool = True
+    """Show progress bars."""
+
+    def __post_init__(self) -> None:
+        """Check the fields; the error names every bad one."""
+        self.families = tuple(self.families)
+        self.eval_splits = tuple(self.eval_splits)
+        self.size_scale = (float(self.size_scale[0]), float(self.size_scale[1]))
+        self.num_distractors = (int(self.num_distractors[0]), int(self.num_distractors[1]))
+        errors = []
+        if self.method not in METHODS:
+            errors.append(f"method={self.method!r} must be one of {METHODS}")
+        for name in ("budget", "base_demos_per_family", "base_sft_steps", "eval_per_family", "torch_threads"):
+            if getattr(self, name) < 1:
+                errors.append(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("rounds", "workers", "probe_per_family", "finetune_steps", "max_new_demos", "rl_env_steps",
+                     "rl_eval_episodes"):
+            if getattr(self, name) < 0:
+                errors.append(f"{name}={getattr(self, name)} must be >= 0")
+        if self.base_demos_per_family < 2:
+            errors.append(f"base_demos_per_family={self.base_demos_per_family} must be >= 2 (one is held out)")
+        bad = [f for f in self.families if f not in FAMILIES]
+        if not self.families or bad:
+            errors.append(f"families={self.families} must be a non-empty subset of {FAMILIES}")
+        bad = [s for s in self.eval_splits if s not in SPLITS]
+        if not self.eval_splits or bad:
+            errors.append(f"eval_splits={self.eval_splits} must be a non-empty subset of {SPLITS}")
+        if self.critic not in ("grounded", "learned"):
+            errors.append(f"critic={self.critic!r} must be 'grounded' or 'learned'")
+        if self.critic == "learned" and not self.critic_model:
+            errors.append("critic='learned' needs critic_model (a folder written by `coda critic train`)")
+        if not errors:
+            try:
+                self.scene_params()
+            except ValueError as error:
+                errors.append(f"position_shift / size_scale / num_distractors: {error}")
+        if errors:
+            raise ValueError("LoopConfig: " + "; ".join(errors))
+
+    def scene_params(self) -> Any:
+        """Return the generator parameters of the scenes the loop generates (before an allocation's conditions)."""
+        from coda_engine.sim.scene import SceneParams
+
+        return SceneParams(split="id", position_shift=self.position_shift, size_scale=self.size_scale,
+                           num_distractors=self.num_distractors)
+
+    @property
+    def uses_critic(self) -> bool:
+        """Generation is steered by diagnoses."""
+        return self.method in ("coda", "coda_no_potential", "coda_no_memory")
+
+    @property
+    def uses_potentials(self) -> bool:
+        """RL uses the staged potentials of Text2potential (else the sparse success reward)."""
+        return self.method in ("coda", "coda_no_memory")
+
+    @property
+    def uses_memory(self) -> bool:
+        """Planning reads the history of earlier rounds from memory."""
+        return self.method in ("coda", "coda_no_potential")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        data = dataclasses.asdict(self)
+        data["families"] = list(self.families)
+        data["eval_splits"] = list(self.eval_splits)
+        data["size_scale"] = list(self.size_scale)
+        data["num_distractors"] = list(self.num_distractors)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoopConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error that names them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"LoopConfig: unknown keys {unknown}; known keys are {sorted(known)}")
+        return cls(**dict(data))
+
+
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LoopConfig:
+    """Read a YAML or JSON config file (keys of :class:`LoopConfig`) and apply ``overrides``."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+    text = path.read_text()
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:
+        raise ValueError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {error}") from error
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a mapping of LoopConfig keys, not {type(data).__name__}")
+    return LoopConfig.from_dict({**data, **(overrides or {})})
+
+
+@dataclass
+class Preset:
+    """A named experiment size of ``coda experiment``."""
+
+    rounds: int
+    """Rounds per method and seed."""
+    budget: int
+    """Scenes per round."""
+    loop: dict[str, Any] = field(default_factory=dict)
+    """Other :class:`LoopConfig` fields."""
+
+
+PRESETS: dict[str, Preset] = {
+    "small": Preset(rounds=2, budget=24, loop={"base_sft_steps": 2000, "base_demos_per_family": 30,
+                                               "finetune_steps": 600, "rl_env_steps": 1024, "eval_per_family": 5,
+                                               "probe_per_family": 1, "rl_eval_episodes": 8}),
+    "paper": Preset(rounds=15, budget=64, loop={"base_sft_steps": 6000, "base_demos_per_family": 100,
+                                                "finetune_steps": 2000, "rl_env_steps": 8192,
+                                                "eval_per_family": 25, "probe_per_family": 4}),
+}
+"""``small`` fits the experiment in well under an hour on 2 cores; ``paper`` is the 15-round protocol."""
