@@ -170,3 +170,32 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     result = subprocess.run([*CODA, "run", "--config", str(bad), "--no-ros"], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 2 and "budget=-3" in result.stderr
+
+
+@pytest.mark.ros
+def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Path, ros_domain: int,
+                                                                   start_process) -> None:
+    """The launch-file layout: coda_loop with no local workers, a sim_bridge process, a memory node process."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({**TINY, "workers": 0, "rl_env_steps": 0, "families": ["reach"], "budget": 2}))
+    start_process([sys.executable, "-m", "coda_engine.ros.sim_bridge_node", "--ros-args", "-r", "__ns:=/sim_0",
+                   "-p", f"checkpoint_root:={run_dir / 'checkpoints'}", "-p", "camera_rate_hz:=0.0"])
+    loop = start_process([sys.executable, "-m", "coda_engine.ros.loop_node", "--ros-args",
+                          "-p", f"run_dir:={run_dir}", "-p", f"config_file:={config}"])
+    deadline = time.monotonic() + 500
+    while loop.poll() is None:
+        assert time.monotonic() < deadline, "coda_loop did not finish"
+        time.sleep(1.0)
+    assert loop.returncode == 0
+    from coda_engine.memory import MemoryStore
+
+    with MemoryStore(run_dir / "memory.db") as store:
+        for r in (0, 1):
+            episodes = store.finished_step(r, "episodes")
+            assert episodes["remote"] == {"sim_0": len(episodes["episode_ids"])}  # all of them, over DDS
+            for episode_id in episodes["episode_ids"]:
+                record = store.get("episode", episode_id)
+                assert record.payload["robot_id"] == "sim_0" and record.payload["keyframe_hashes"]
+        assert store.finished_step(1, "evaluate") is not None

@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("coda_policy.cli", "train the policy: coda train sft|rl|compare ..."),
     "eval": ("coda_policy.eval_command", "success of a policy checkpoint on held-out suites: coda eval --policy CKPT"),
     "report": ("coda_engine.commands.report", "HTML report of a run folder: coda report RUN_DIR"),
-    "export": ("coda_engine.commands.export", "episodes of a run as a rosbag2 MCAP file: coda export RUN_DIR --mcap FILE"),
+    "export": ("coda_engine.commands.export", "episodes of a run as rosbag2 MCAP: coda export RUN_DIR --mcap FILE"),
     "experiment": ("coda_engine.commands.experiment", "CoDA against the baselines: coda experiment --preset small"),
 }
 

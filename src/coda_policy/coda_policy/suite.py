@@ -620,6 +620,9 @@ def _init_worker(checkpoint_dir: str, table: dict[str, np.ndarray]) -> None:
     global _WORKER
     import torch
 
+    from coda_engine.loop.workers import die_with_parent
+
+    die_with_parent()
     torch.set_num_threads(1)
     _WORKER = _Runner(load_checkpoint(checkpoint_dir), _KnownEmbeddings(table))
 

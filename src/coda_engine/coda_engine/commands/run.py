@@ -106,13 +106,16 @@ def _printer(loop: Any, quiet: bool) -> Any:
 
     bars: dict[int, Any] = {}
 
-    def on_event(r: int, step: str, out: dict[str, Any]) -> None:
+    def on_event(r: int, step: str, out: dict[str, Any] | None) -> None:
         if quiet:
             return
         bar = bars.get(r)
         if bar is None:
             bar = bars[r] = tqdm(total=len(steps_of(r)), desc=f"round {r}", dynamic_ncols=True, leave=True,
                                  file=sys.stdout)
+        if out is None:  # the step starts
+            bar.set_description(f"round {r} {step}")
+            return
         bar.update(1)
         if step == "episodes":
             bar.set_postfix_str(f"episodes {out['success']:.0%}")

@@ -66,7 +66,7 @@ class LoopConfig:
     """Generated scenes: range of the number of distractor objects (a targeted count overrides it)."""
     probe_per_family: int = 2
     """Probe scenes per family run every round besides the generated ones (the same scenes every round)."""
-    finetune_steps: int = 1000
+    finetune_steps: int = 2500
     """Behaviour-cloning steps per round on all demonstrations so far (continues from the current policy)."""
     max_new_demos: int = 0
     """Most new expert demonstrations per round (0: one per generated scene the policy failed)."""
@@ -75,7 +75,7 @@ class LoopConfig:
     rl_eval_episodes: int = 12
     """Episodes of the RL gate: the RL result replaces the policy only if it does at least as well as the policy
     it started from on the same new scenes."""
-    eval_per_family: int = 6
+    eval_per_family: int = 8
     """Held-out suite entries per family and split evaluated after every round."""
     eval_splits: tuple[str, ...] = SPLITS
     """Held-out splits evaluated."""
@@ -87,10 +87,11 @@ class LoopConfig:
     base_from: str = ""
     """Run folder whose round-0 SFT policy and demonstrations this run reuses (``coda experiment`` trains them
     once per seed); empty trains them."""
-    torch_threads: int = 2
-    """torch intra-op threads of the training steps."""
+    torch_threads: int = 1
+    """torch intra-op threads of the training steps (1: the small network gains nothing from a second thread, and
+    with the simulation workers on the other core two threads oversubscribe and slow every step several-fold)."""
     progress: bool = True
-    """Show progress bars."""
+    """Show a progress bar per round (training steps run without their own bars)."""
 
     def __post_init__(self) -> None:
         """Check the fields; the error names every bad one."""
@@ -201,8 +202,8 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "small": Preset(rounds=2, budget=24, loop={"base_sft_steps": 2000, "base_demos_per_family": 30,
-                                               "finetune_steps": 600, "rl_env_steps": 1024, "eval_per_family": 5,
+    "small": Preset(rounds=2, budget=16, loop={"base_sft_steps": 2000, "base_demos_per_family": 30,
+                                               "finetune_steps": 1000, "rl_env_steps": 1024, "eval_per_family": 5,
                                                "probe_per_family": 1, "rl_eval_episodes": 8}),
     "paper": Preset(rounds=15, budget=64, loop={"base_sft_steps": 6000, "base_demos_per_family": 100,
                                                 "finetune_steps": 2000, "rl_env_steps": 8192,

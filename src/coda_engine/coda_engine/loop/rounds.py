@@ -84,11 +84,11 @@ class CoevolutionLoop:
     """One run of the loop in a run folder (see the module docstring)."""
 
     def __init__(self, run_dir: Path | str, config: LoopConfig | None = None, *, node: Any | None = None,
-                 on_event: Callable[[int, str, dict[str, Any]], None] | None = None) -> None:
+                 on_event: Callable[[int, str, dict[str, Any] | None], None] | None = None) -> None:
         """Open (or create) the run folder; ``config`` None reads the folder's ``config.json`` (a resume).
 
         ``node``: an rclpy node through which ``sim_bridge`` workers on the domain are used. ``on_event`` is
-        called with (round, step, outputs) after every finished step.
+        called with (round, step, None) before a step runs and with (round, step, outputs) once it has finished.
         """
         from coda_engine.memory import MemoryStore
 
@@ -136,6 +136,8 @@ class CoevolutionLoop:
         for step in steps_of(r):
             done = self.store.finished_step(r, step)
             if done is None:
+                if self.on_event is not None:
+                    self.on_event(r, step, None)
                 done = getattr(self, f"_step_{step}")(r)
                 self.store.finish_step(r, step, done)
             self.outputs[(r, step)] = done
@@ -230,7 +232,7 @@ class CoevolutionLoop:
             os.replace(tmp, demo_file)
             sft = SFTConfig(families=cfg.families, episodes_per_family=cfg.base_demos_per_family,
                             steps=cfg.base_sft_steps, eval_episodes=0, seed=cfg.seed, output_dir=self.ckpt_root,
-                            version_id=version, num_threads=cfg.torch_threads, progress=cfg.progress)
+                            version_id=version, num_threads=cfg.torch_threads, progress=False)
             result = train_sft(sft, self.embedder, DemoSet.load(demo_file))
             seconds = result.seconds
         self.store.put_policy_version(0, version_id=version, checkpoint_dir=self.ckpt_root / version, parent="",
@@ -301,7 +303,9 @@ class CoevolutionLoop:
         scenes = self._scenes(ids)
         probes = set(gen["probe_ids"])
         jobs = [(s, f"r{r:03d}-e{i:04d}") for i, s in enumerate(scenes)]
+        before = dict(self.runner.remote_used)
         episodes = self.runner.run(jobs, version)
+        remote = {ns: n - before.get(ns, 0) for ns, n in self.runner.remote_used.items() if n > before.get(ns, 0)}
         by_family: dict[str, list[int]] = {}
         for ep in episodes:
             purpose = "probe" if ep.scene.scene_id in probes else "train"
@@ -310,7 +314,7 @@ class CoevolutionLoop:
         return {"version": version, "episode_ids": [ep.episode_id for ep in episodes],
                 "success": float(np.mean([ep.success for ep in episodes])) if episodes else 0.0,
                 "by_family": {f: float(np.mean(v)) for f, v in sorted(by_family.items())},
-                "remote": dict(self.runner.remote_used)}
+                "remote": remote}
 
     def _episodes_from_memory(self, ids: list[str]) -> list[Any]:
         from coda_critic.episode_input import SceneBook, episode_from_result
@@ -436,7 +440,7 @@ class CoevolutionLoop:
         net, _ = load_policy(self.ckpt_root / parent)
         policy = CodaPolicy(net)
         torch.set_num_threads(cfg.torch_threads)
-        sft = SFTConfig(families=cfg.families, steps=max(cfg.finetune_steps, 1), progress=cfg.progress,
+        sft = SFTConfig(families=cfg.families, steps=max(cfg.finetune_steps, 1), progress=False,
                         seed=cfg.seed, output_dir=self.ckpt_root, version_id=version)
         folder = self.ckpt_root / version
         log = MetricsLog(folder / "metrics.jsonl")
@@ -475,7 +479,7 @@ class CoevolutionLoop:
                           total_env_steps=cfg.rl_env_steps, init_from=str(init_from),
                           value_warmup_rollouts=max(1, rollouts // 4), eval_episodes=cfg.rl_eval_episodes,
                           seed=cfg.seed * 1000 + r, output_dir=self.ckpt_root, version_id=version,
-                          num_threads=cfg.torch_threads, progress=cfg.progress, resume=False)
+                          num_threads=cfg.torch_threads, progress=False, resume=False)
         result = train_rl(rl_cfg, self.embedder)
         before = result.eval_success_init if result.eval_success_init is not None else 0.0
         after = result.eval_success if result.eval_success is not None else 0.0

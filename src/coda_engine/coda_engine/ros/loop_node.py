@@ -37,12 +37,24 @@ class LoopNode(Node):
             "seed": int(self.declare_parameter("seed", 0).value),
             "progress": False,
         }
+        self.config_file = str(self.declare_parameter("config_file", "").value)
         self.wait_for_workers = float(self.declare_parameter("wait_for_workers_s", 30.0).value)
 
     def config(self) -> LoopConfig | None:
-        """Return the config of a new run; None when ``run_dir`` holds a run (resumed with its own settings)."""
+        """Return the config of a new run; None when ``run_dir`` holds a run (resumed with its own settings).
+
+        With ``config_file`` the file's fields are used and the other parameters only fill in what it leaves out.
+        """
         if (self.run_dir / "config.json").is_file():
             return None
+        if self.config_file:
+            import yaml
+
+            text = Path(self.config_file).read_text() if Path(self.config_file).is_file() else ""
+            given = yaml.safe_load(text) if text else None
+            if not isinstance(given, dict):
+                raise ValueError(f"config_file={self.config_file!r} is not a YAML/JSON mapping of LoopConfig fields")
+            return LoopConfig.from_dict({**self.fields, **given})
         return LoopConfig(**self.fields)
 
 
@@ -53,7 +65,7 @@ def main(args: list[str] | None = None) -> None:
     try:
         loop = CoevolutionLoop(node.run_dir, node.config(), node=node,
                                on_event=lambda r, step, out: node.get_logger().info(
-                                   f"round {r} {step}: {json.dumps(out)[:300]}"))
+                                   f"round {r} {step}: " + ("started" if out is None else json.dumps(out)[:300])))
     except ValueError as error:
         node.get_logger().error(str(error))
         node.destroy_node()
