@@ -73,8 +73,8 @@ class LoopConfig:
     rl_env_steps: int = 2048
     """PPO environment steps per round on the family with the most diagnosed failures (0: no RL)."""
     rl_eval_episodes: int = 12
-    """Episodes of the RL gate: the RL result replaces the policy only if it does at least as well as the policy
-    it started from on the same new scenes."""
+    """Episodes of the RL gate: the RL result replaces the policy only if it does better than the policy it started
+    from on the same new scenes of its family (0: always kept)."""
     eval_per_family: int = 8
     """Held-out suite entries per family and split evaluated after every round."""
     eval_splits: tuple[str, ...] = SPLITS

@@ -483,7 +483,7 @@ class CoevolutionLoop:
         result = train_rl(rl_cfg, self.embedder)
         before = result.eval_success_init if result.eval_success_init is not None else 0.0
         after = result.eval_success if result.eval_success is not None else 0.0
-        kept = cfg.rl_eval_episodes == 0 or after >= before
+        kept = cfg.rl_eval_episodes == 0 or after > before  # PPO changes the shared network: keep it only for a gain
         if kept:
             self.store.put_policy_version(r, version_id=version, checkpoint_dir=result.folder, parent=init_from.name,
                                           metrics={"trainer": "ppo", "family": family, "shaped": cfg.uses_potentials,
