@@ -105,6 +105,7 @@ def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain:
         assert any(r.startswith("local_") for r in robots) and len(robots) >= 2
         diagnose = store.finished_step(1, "diagnose")
         assert len(diagnose["diagnosis_ids"]) == 5
+        assert store.get("critic_version", diagnose["critic_version"]).payload["backend"] == "grounded"
         programs = store.finished_step(1, "programs")
         assert store.get("generation_program", programs["generation_program_id"]) is not None
         assert store.get("training_program", programs["training_program_id"]) is not None

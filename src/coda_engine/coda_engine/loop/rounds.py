@@ -34,6 +34,7 @@ Pure module: no rclpy (ROS workers come in through :class:`~coda_engine.loop.wor
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -346,6 +347,7 @@ class CoevolutionLoop:
             return {"skipped": f"method {self.config.method} runs without the critic", "diagnosis_ids": []}
         episodes = self._episodes_from_memory(self.output(r, "episodes")["episode_ids"])
         critic = self._critic()
+        version = self._record_critic(r, critic)
         diagnoses = critic.diagnose(episodes)
         ids = []
         for d in diagnoses:
@@ -360,7 +362,20 @@ class CoevolutionLoop:
                         recalled.append({"diagnosis_id": d.diagnosis_id, "similar": past.record_id,
                                          "score": round(float(score), 3), "effect": effect})
         return {"diagnosis_ids": ids, "failures": sum(d.is_failure for d in diagnoses), "modes": dict(modes),
-                "critic": getattr(critic, "name", self.config.critic), "recalled": recalled}
+                "critic": getattr(critic, "name", self.config.critic), "critic_version": version,
+                "recalled": recalled}
+
+    def _record_critic(self, r: int, critic: Any) -> str:
+        """Write the critic's version to memory (once per version) and return its id."""
+        if self.config.critic == "learned":
+            version, info = str(critic.version), {"model": str(self.config.critic_model)}
+        else:
+            settings = dataclasses.asdict(critic.config)
+            digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+            version, info = f"grounded-{digest}", {"thresholds": settings}
+        if self.store.get("critic_version", version) is None:
+            self.store.put_critic_version(r, version_id=version, backend=self.config.critic, info=info)
+        return version
 
     def _diagnoses(self, r: int) -> list[Any]:
         from coda_critic.diagnosis import Diagnosis
