@@ -53,6 +53,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _alive(pid: int) -> bool:
+    """Tell whether the process exists and is not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_config_errors_name_the_field(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="method='bogus'"):
         LoopConfig(method="bogus")
@@ -137,8 +145,10 @@ def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> Non
         assert children, "the run has no worker processes"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        time.sleep(1.0)
-        assert [pid for pid in children if Path(f"/proc/{pid}").exists()] == [], "workers outlived the killed run"
+        end = time.monotonic() + 15.0
+        while [pid for pid in children if _alive(pid)] and time.monotonic() < end:
+            time.sleep(0.2)
+        assert [pid for pid in children if _alive(pid)] == [], "workers outlived the killed run"
     finally:
         if proc.poll() is None:
             proc.kill()
