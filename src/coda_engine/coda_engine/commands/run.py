@@ -99,7 +99,7 @@ class _Ros:
         rclpy.try_shutdown()
 
 
-def _printer(loop: Any, quiet: bool) -> Any:
+def _printer(quiet: bool) -> Any:
     from tqdm import tqdm
 
     from coda_engine.loop.rounds import steps_of
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             ros.close()
         print(f"coda run: {error}", file=sys.stderr)
         return 2
-    loop.on_event = _printer(loop, args.quiet)
+    loop.on_event = _printer(args.quiet)
     try:
         summary = loop.run()
     except KeyboardInterrupt:

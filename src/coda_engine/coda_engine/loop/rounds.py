@@ -276,7 +276,7 @@ class CoevolutionLoop:
         cfg = self.config
         program = self._generation_program(r)
         rng = self._rng(r, 1)
-        scene_ids, unmet = [], 0
+        scene_ids, unmet, families = [], 0, Counter()
         for line in program["allocations"]:
             allocation = BudgetAllocation.from_dict(line)
             params = scene_params(allocation, cfg.scene_params())
@@ -289,13 +289,14 @@ class CoevolutionLoop:
                 unmet += not matches(scene, allocation.conditions)
                 record = self.store.put_scene(r, scene.to_dict(), origin="generated", program_id=program["program_id"])
                 scene_ids.append(record.record_id)
+                families[scene.family] += 1
         probe_ids = []
         for f, family in enumerate(cfg.families):
             for k in range(cfg.probe_per_family):
                 scene = generate(family, self._rng(10_000, f, k), SceneParams(split="id"))
                 probe_ids.append(self.store.put_scene(r, scene.to_dict(), origin="probe").record_id)
         return {"program_id": program["program_id"], "scene_ids": scene_ids, "probe_ids": probe_ids, "unmet": unmet,
-                "families": dict(Counter(s.family for s in self._scenes(scene_ids)))}
+                "families": dict(families)}
 
     def _step_episodes(self, r: int) -> dict[str, Any]:
         gen = self.output(r, "generate")
@@ -310,7 +311,7 @@ class CoevolutionLoop:
         by_family: dict[str, list[int]] = {}
         for ep in episodes:
             purpose = "probe" if ep.scene.scene_id in probes else "train"
-            self.store.put_episode(r, ep.to_result_dict(), ep.keyframes, purpose=purpose, scene=ep.scene.to_dict())
+            self.store.put_episode(r, ep.to_result_dict(), ep.keyframes, purpose=purpose)  # its scene is stored
             by_family.setdefault(ep.scene.family, []).append(int(ep.success))
         return {"version": version, "episode_ids": [ep.episode_id for ep in episodes],
                 "success": float(np.mean([ep.success for ep in episodes])) if episodes else 0.0,
@@ -435,14 +436,14 @@ class CoevolutionLoop:
         start = time.time()
         parent = self.current_version(r)
         gen = self.output(r, "generate")
+        net, _ = load_policy(self.ckpt_root / parent)
         scenes = self._scenes(gen["scene_ids"])
         if cfg.max_new_demos:
             scenes = scenes[:cfg.max_new_demos]
         demo_file = self.demo_dir / f"r{r:03d}.npz"
         if not demo_file.is_file():
             demos = self._local_episodes(scenes, "expert", f"r{r:03d}-demo")
-            max_delta = load_policy(self.ckpt_root / parent)[0].cfg.max_delta
-            new = from_episodes(demos, cfg.families, self.embedder, max_delta)
+            new = from_episodes(demos, cfg.families, self.embedder, net.cfg.max_delta)
             if new is not None:
                 tmp = self.demo_dir / f"r{r:03d}.tmp.npz"
                 new.save(tmp)
@@ -452,7 +453,6 @@ class CoevolutionLoop:
         new_demos = sets[-1].num_episodes if files and files[-1] == demo_file else 0
         train_set, val_set = concat(sets).split(0.1, self._rng(r, 2))
         version = f"r{r:03d}-bc"
-        net, _ = load_policy(self.ckpt_root / parent)
         policy = CodaPolicy(net)
         torch.set_num_threads(cfg.torch_threads)
         sft = SFTConfig(families=cfg.families, steps=max(cfg.finetune_steps, 1), progress=False,

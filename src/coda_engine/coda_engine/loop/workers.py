@@ -13,6 +13,7 @@ join the next batch). A remote worker must see the run's checkpoint folder at th
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import time
@@ -77,6 +78,8 @@ class EpisodeRunner:
                                          initializer=_init_worker) if workers > 0 else None)
         self.client: Any = None
         self.remote_used: dict[str, int] = {}
+        self.rejected: dict[str, str] = {}
+        """Remote workers dropped for a malformed result, with the reason."""
 
     def close(self) -> None:
         """Stop the local processes."""
@@ -171,20 +174,26 @@ class EpisodeRunner:
         response = handle["result"].result().result
         if not response.accepted:
             return True, None
-        return True, episode_from_message(response.result, job[0], ns)
+        try:
+            return True, episode_from_message(response.result, job[0], ns)
+        except ValueError as error:  # a malformed result (CriticInputError): drop the worker, run the job elsewhere
+            self.rejected[ns] = str(error)
+            return True, None
 
 
 def episode_from_message(result: Any, scene: Scene, robot_id: str) -> RecordedEpisode:
-    """Turn a ``coda_msgs/EpisodeResult`` of a remote worker into the episode the loop records and diagnoses."""
+    """Turn a ``coda_msgs/EpisodeResult`` of a remote worker into the episode the loop records and diagnoses.
+
+    Uses the critic's reader of results (:func:`coda_critic.episode_input.episode_from_result`), which also checks
+    what the critic relies on; the scene is the one the job sent (with its MJCF).
+    """
+    from coda_critic.episode_input import SceneBook, episode_from_result
     from coda_engine.ros.convert import msg_to_dict
     from coda_engine.ros.images import msg_to_image
 
     data = msg_to_dict(result)
-    return RecordedEpisode(
-        episode_id=data["episode_id"], scene=scene, policy_version=data["policy_version"],
-        robot_id=data["robot_id"] or robot_id, success=bool(data["success"]), steps=int(data["length"]),
-        stage_reached=int(data["stage_reached"]), num_stages=int(data["num_stages"]),
-        control_rate_hz=float(data["control_rate_hz"]), samples=list(data["trajectory"]),
-        keyframes=[msg_to_image(m) for m in result.keyframes], keyframe_steps=[int(s) for s in data["keyframe_steps"]],
-        status=int(data["status"]), status_detail=str(data["status_detail"]),
-    )
+    data["keyframes"] = [msg_to_image(m) for m in result.keyframes]
+    data["robot_id"] = data["robot_id"] or robot_id
+    book = SceneBook(capacity=1)
+    book.add(scene.to_dict())
+    return dataclasses.replace(episode_from_result(data, book), scene=scene)
