@@ -68,8 +68,12 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         LoopConfig(budget=0)
     with pytest.raises(ValueError, match="eval_splits"):
         LoopConfig(eval_splits=("id", "mars"))
-    with pytest.raises(ValueError, match="critic_model"):
-        LoopConfig(critic="learned")
+    with pytest.raises(ValueError, match="critic='oracle'"):
+        LoopConfig(critic="oracle")
+    with pytest.raises(ValueError, match=r"critic_model=.* is not a critic folder"):
+        LoopConfig(critic="learned", critic_model=str(tmp_path))
+    with pytest.raises(ValueError, match="finetune_lr=0"):
+        LoopConfig(finetune_lr=0.0)
     bad = tmp_path / "bad.yaml"
     bad.write_text("budget: 4\nbudgte: 5\n")
     with pytest.raises(ValueError, match=r"unknown keys \['budgte'\]"):
@@ -114,6 +118,19 @@ def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain:
         diagnose = store.finished_step(1, "diagnose")
         assert len(diagnose["diagnosis_ids"]) == 5
         assert store.get("critic_version", diagnose["critic_version"]).payload["backend"] == "grounded"
+        # grounded+learned: the learned critic acting in round 1 is the one round 0 kept; both are in memory
+        from coda_critic.models import EMBEDDED_MODEL
+
+        learned0, learned1 = store.finished_step(0, "diagnose")["learned"], diagnose["learned"]
+        assert learned0["version"] == EMBEDDED_MODEL.name and learned1["version"] == learned0["next_version"]
+        assert learned1["agreement"]["episodes"] == 5 and len(learned1["verdicts"]) == 5
+        assert 0.0 <= learned1["agreement"]["failure_mode"] <= 1.0
+        for done in (learned0, learned1):
+            assert store.get("critic_version", done["version"]).payload["backend"] == "learned"
+            tuned = done["fine_tune"]
+            assert tuned["parent"] == done["version"] and tuned["held_out_examples"] >= 1
+            assert tuned["kept"] == (done["next_version"] != done["version"])
+            assert (run_dir / done["next_folder"] / "model.safetensors").is_file() or not tuned["kept"]
         programs = store.finished_step(1, "programs")
         assert store.get("generation_program", programs["generation_program_id"]) is not None
         assert store.get("training_program", programs["training_program_id"]) is not None

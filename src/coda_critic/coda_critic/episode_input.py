@@ -219,14 +219,19 @@ def diagnose_with(
     return [d for d in diagnoses if d is not None]
 
 
-def resolve_learned_model(model: str | Path, root: str | Path) -> Path:
-    """Return the learned critic folder: ``model`` if given, else the newest ``lc-*`` folder under ``root``."""
+def resolve_learned_model(model: str | Path, root: str | Path, fallback: Path | None = None) -> Path:
+    """Return the learned critic folder: ``model``, else the newest ``lc-*`` under ``root``, else ``fallback``.
+
+    The node passes the embedded critic (``coda_critic.models.EMBEDDED_MODEL``) as ``fallback``.
+    """
     if str(model):
         folder = Path(model)
         if not (folder / "config.json").is_file():
             raise LearnedModelError(f"learned_model {str(folder)!r} is not a saved critic folder (no config.json)")
         return folder
     folders = [p for p in Path(root).glob("lc-*") if (p / "config.json").is_file()]
+    if not folders and fallback is not None:
+        return fallback
     if not folders:
         raise LearnedModelError(
             f"no trained critic under {str(root)!r}: run `coda critic train` first, or set the learned_model parameter"

@@ -17,7 +17,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from coda_critic.diagnosis import (
     stage_names,
 )
 from coda_critic.grounded import Finding, describe
+from coda_critic.models import EMBEDDED_MODEL
 from coda_engine.sim.scene import Scene
 
 TEXT_DIM = 384
@@ -119,6 +120,10 @@ LEGACY_INPUTS: dict[str, Any] = {"frame_diff": False, "proprio_deltas": False, "
 """Values of later :class:`LearnedConfig` fields that reproduce critics saved before those fields existed."""
 
 
+ARCHITECTURE_FIELDS = ("features", "frame_dim", "hidden", "frame_diff", "proprio_deltas", "frame_pool")
+""":class:`LearnedConfig` fields that shape the network (the rest are training settings)."""
+
+
 class CriticNet(nn.Module):
     """The network (see the module docstring)."""
 
@@ -180,9 +185,16 @@ def embed_instructions(instructions: Sequence[str], embedder: Any | None = None)
 
 
 def train(examples: Examples, text: np.ndarray, config: LearnedConfig | None = None,
-          log: Callable[[str], None] | None = None) -> tuple[CriticNet, dict[str, Any]]:
-    """Fit a :class:`CriticNet` on labelled examples; return it and the training history."""
+          log: Callable[[str], None] | None = None, init: CriticNet | None = None) -> tuple[CriticNet, dict[str, Any]]:
+    """Fit a :class:`CriticNet` on labelled examples; return it and the training history.
+
+    ``init`` continues from a trained network (a copy; its architecture and input shapes are kept, ``config``
+    then only sets the training settings: epochs, batch size, learning rate, augmentation, seed).
+    """
     cfg = config or LearnedConfig()
+    if init is not None:
+        cfg = replace(cfg, **{f.name: getattr(init.config, f.name) for f in fields(LearnedConfig)
+                              if f.name in ARCHITECTURE_FIELDS})
     if len(examples) == 0 or len(examples.mode) != len(examples):
         raise ValueError(f"train: need labelled examples, got {len(examples)} examples and {len(examples.mode)} labels")
     if text.shape != (len(examples), TEXT_DIM):
@@ -190,6 +202,8 @@ def train(examples: Examples, text: np.ndarray, config: LearnedConfig | None = N
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     model = CriticNet(cfg)
+    if init is not None:
+        model.load_state_dict(init.state_dict())
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.epochs, 1))
     mode_y, stage_y = torch.from_numpy(examples.mode), torch.from_numpy(examples.stage)
@@ -305,8 +319,27 @@ class LearnedCritic:
                          critic_version=self.version)
 
 
-def load_critic(folder: Path | str, embedder: Any | None = None) -> LearnedCritic:
-    """Load a saved critic; ValueError when the files are missing or the weights do not match the version."""
+def agreement(learned: Sequence[Diagnosis], grounded: Sequence[Diagnosis]) -> dict[str, float]:
+    """How often ``learned`` diagnoses agree with ``grounded`` ones of the same episodes (same order).
+
+    Keys: ``episodes``, ``failure_mode`` (same mode), ``stage`` (same failed stage, -1 for success) and
+    ``failure`` (same success / failure verdict), each a fraction.
+    """
+    pairs = list(zip(learned, grounded, strict=True))
+    bad = [a.episode_ids for a, b in pairs if a.episode_ids != b.episode_ids]
+    if bad:
+        raise ValueError(f"agreement: diagnoses are not about the same episodes (first mismatch: {bad[0]})")
+    n = len(pairs)
+    if n == 0:
+        return {"episodes": 0, "failure_mode": float("nan"), "stage": float("nan"), "failure": float("nan")}
+    return {"episodes": n,
+            "failure_mode": sum(a.failure_mode == b.failure_mode for a, b in pairs) / n,
+            "stage": sum(a.failed_stage == b.failed_stage for a, b in pairs) / n,
+            "failure": sum(a.is_failure == b.is_failure for a, b in pairs) / n}
+
+
+def load_critic(folder: Path | str = EMBEDDED_MODEL, embedder: Any | None = None) -> LearnedCritic:
+    """Load a saved critic (default: the embedded one); ValueError when files are missing or weights mismatch."""
     folder = Path(folder)
     for name in (MODEL_FILE, CONFIG_FILE):
         if not (folder / name).is_file():

@@ -28,6 +28,7 @@ from coda_critic.episode_input import SceneBook, episodes_from_results
 from coda_critic.generation import GenerationConfig, GenerationPlanner
 from coda_critic.grounded import GroundedCritic
 from coda_critic.learned import LearnedConfig, embed_instructions, load_critic, save_model, train
+from coda_critic.models import EMBEDDED_MODEL
 from coda_critic.ros import critic_node
 from coda_critic.text2potential import ProgramSpec, training_plan
 from coda_critic.vlm import DECODINGS, VlmConfig, VlmCritic
@@ -190,13 +191,17 @@ def test_service_diagnoses_like_grounded_rejects_bad_requests_and_serves_learned
         "status REJECTED": (edited(lambda m: setattr(m, "status", EpisodeResult.STATUS_REJECTED)), ""),
         "backend 'oracle' is not served here; choose one of grounded, learned, auto, vlm": ([one], "oracle"),
         "backend vlm is not available: the vlm_model parameter is empty": ([one], "vlm"),
-        "no trained critic under": ([without_privileged_state(one)], "learned"),
     }
     for expected_text, (episodes, backend) in bad_requests.items():
         response = call(rclpy_node, client, episodes, backend)
         assert not response.success and not response.diagnoses, expected_text
         assert expected_text in response.error, f"expected {expected_text!r} in {response.error!r}"
         assert proc.poll() is None, f"the node died on the request that expects {expected_text!r}"
+
+    # Nothing under learned_root yet: the embedded critic answers.
+    answer = call(rclpy_node, client, [without_privileged_state(one)], "learned")
+    assert answer.success, answer.error
+    assert [d.critic_version for d in answer.diagnoses] == [EMBEDDED_MODEL.name]
 
     # A learned critic appears under learned_root: the node picks the newest and answers like it.
     features = FeatureConfig(num_frames=2, frame_size=16, proprio_points=4)

@@ -15,12 +15,14 @@ from coda_critic.learned import (
     CONFIG_FILE,
     LearnedConfig,
     LearnedCritic,
+    agreement,
     embed_instructions,
     load_critic,
     predict,
     save_model,
     train,
 )
+from coda_critic.models import EMBEDDED_MODEL
 from coda_critic.text2potential import ProgramSpec, Text2Potential
 from coda_engine.text_embedding import TextEmbedder
 
@@ -157,3 +159,27 @@ def test_critics_saved_before_later_inputs_still_load(tmp_path):
     assert critic.version == folder.name
     assert all(getattr(critic.model.config, k) == v for k, v in LEGACY_INPUTS.items())
     assert critic.model.frame[0].in_channels == 3  # no frame-difference channels
+
+
+def test_embedded_critic_loads_and_agreement_counts(labelled, embedder):
+    eps, grounded, _ = labelled
+    critic = load_critic(embedder=embedder)  # the embedded default
+    assert critic.version == EMBEDDED_MODEL.name
+    learned = critic.diagnose(eps)
+    score = agreement(learned, grounded)
+    assert score["episodes"] == len(eps)
+    assert score["failure_mode"] == np.mean([a.failure_mode == b.failure_mode
+                                                for a, b in zip(learned, grounded, strict=True)])
+    assert agreement(grounded, grounded) == {"episodes": len(eps), "failure_mode": 1.0, "stage": 1.0, "failure": 1.0}
+    with pytest.raises(ValueError, match="not about the same episodes"):
+        agreement(learned[1:] + learned[:1], grounded)
+
+
+def test_fine_tuning_starts_from_the_given_network(labelled, trained):
+    _, _, examples = labelled
+    model, _, text = trained
+    # Other architecture settings are ignored: the copy keeps the network's shape and starts from its weights.
+    settings = LearnedConfig(features=FeatureConfig(), frame_dim=8, epochs=1, lr=1e-6, batch_size=16, seed=5)
+    tuned, history = train(examples, text, settings, init=model)
+    assert tuned is not model and tuned.config.features == FEATURES and len(history["loss"]) == 1
+    assert np.array_equal(predict(tuned, examples, text)[0], predict(model, examples, text)[0])

@@ -183,8 +183,12 @@ def fit_bc(
     gen: torch.Generator,
     desc: str,
     step_offset: int = 0,
+    warmup_steps: int = 0,
 ) -> tuple[float, float]:
     """Run ``steps`` behaviour-cloning updates on ``train`` (AdamW, cosine decay to 5% of ``lr``).
+
+    ``warmup_steps`` > 0 ramps the rate linearly from 0 to ``lr`` first (continuing a trained network with a fresh
+    optimizer: Adam's first updates have full size whatever the gradient, which knocks a converged policy off).
 
     Batches are drawn with ``gen``; batch size, weight decay, clip, validation interval and progress come from
     ``cfg``; the validation loss on ``val`` is logged every ``cfg.eval_every`` steps (step numbers shifted by
@@ -192,9 +196,14 @@ def fit_bc(
     """
     policy.net.train()
     optimizer = torch.optim.AdamW(policy.net.parameters(), lr=lr, weight_decay=cfg.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: 0.05 + 0.95 * 0.5 * (1.0 + np.cos(np.pi * min(s / steps, 1.0)))
-    )
+    warm = max(0, min(warmup_steps, steps - 1))
+
+    def rate(s: int) -> float:
+        if s < warm:
+            return (s + 1) / (warm + 1)
+        return 0.05 + 0.95 * 0.5 * (1.0 + np.cos(np.pi * min((s - warm) / max(steps - warm, 1), 1.0)))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
     val_loss = float("nan")
     recent: list[float] = []
     bar = tqdm(range(1, steps + 1), desc=desc, disable=not cfg.progress, dynamic_ncols=True)

@@ -18,8 +18,8 @@ Interfaces (relative to the node's namespace):
   program's potentials are also published one by one
 
 Backends: ``grounded`` (privileged simulator state), ``learned`` (keyframes + instruction; the folder
-``learned_model`` or the newest under ``learned_root``), ``auto`` (grounded when an episode carries
-object states, else learned), ``vlm`` (the local vision-language checkpoint ``vlm_model``, asked with
+``learned_model``, the newest under ``learned_root``, else the embedded one), ``auto`` (grounded when an
+episode carries object states, else learned), ``vlm`` (the local vision-language checkpoint ``vlm_model``, asked with
 ``vlm_decoding``; an episode whose answers stay invalid is diagnosed by the learned critic above, the
 reason appended to the text). The learned critic and the checkpoint are loaded on first use; a
 load error answers the request that needed them. The logic lives in :mod:`coda_critic.episode_input`,
@@ -53,6 +53,7 @@ from coda_critic.episode_input import (
 )
 from coda_critic.generation import GenerationConfig, GenerationPlanner
 from coda_critic.grounded import GroundedCritic
+from coda_critic.models import EMBEDDED_MODEL
 from coda_critic.text2potential import training_plan
 from coda_engine.episodes import RecordedEpisode
 from coda_engine.ros.convert import dict_to_msg, msg_to_dict
@@ -71,7 +72,8 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
         "auto",
         "default backend: grounded | learned | auto (grounded with privileged state, else learned) | vlm",
     ),
-    "learned_model": ("", "learned critic folder saved by `coda critic train` (empty: newest under learned_root)"),
+    "learned_model": ("", "learned critic folder saved by `coda critic train` (empty: newest under learned_root, "
+                          "else the embedded critic)"),
     "learned_root": ("runs/critic", "folder of saved learned critic versions"),
     "vlm_model": ("", "local LLaVA-style checkpoint folder of backend vlm (empty: vlm requests are refused)"),
     "vlm_decoding": ("constrained", "vlm answers: free (greedy text) | constrained (the model fills a JSON skeleton)"),
@@ -224,8 +226,9 @@ class CriticNode(Node):
 
     # ---------------------------------------------------------------- critics
     def learned_critic(self) -> Any:
-        """Return the learned critic of ``learned_model`` (or the newest under ``learned_root``), loaded once."""
-        folder = resolve_learned_model(self.param("learned_model"), self.param("learned_root")).resolve()
+        """Return the learned critic of ``learned_model`` (else the newest under ``learned_root``, else embedded)."""
+        folder = resolve_learned_model(self.param("learned_model"), self.param("learned_root"), EMBEDDED_MODEL)
+        folder = folder.resolve()
         if self._learned is None or folder != self._learned_folder:
             import torch
 

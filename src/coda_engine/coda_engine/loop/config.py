@@ -31,6 +31,7 @@ from typing import Any
 FAMILIES = ("reach", "pick_place", "push", "stack")
 SPLITS = ("id", "position", "instruction", "object", "distractor")
 OOD_SPLITS = SPLITS[1:]
+CRITICS = ("grounded+learned", "grounded", "learned")
 METHODS = ("sft", "open_loop", "closed_loop", "coda_no_potential", "coda_no_memory", "coda")
 
 
@@ -68,8 +69,12 @@ class LoopConfig:
     """Probe scenes per family run every round besides the generated ones (the same scenes every round)."""
     finetune_steps: int = 2500
     """Behaviour-cloning steps per round on all demonstrations so far (continues from the current policy)."""
+    finetune_lr: float = 2.5e-4
+    """Peak learning rate of each round's behaviour cloning (a quarter of the SFT rate: the network is trained)."""
+    finetune_warmup: int = 250
+    """Steps over which each round's behaviour-cloning rate ramps up from 0 (its optimizer starts fresh)."""
     max_new_demos: int = 0
-    """Most new expert demonstrations per round (0: one per generated scene the policy failed)."""
+    """Most new expert demonstrations per round (0: one per generated scene)."""
     rl_env_steps: int = 2048
     """PPO environment steps per round on the family with the most diagnosed failures (0: no RL)."""
     rl_eval_episodes: int = 12
@@ -79,11 +84,17 @@ class LoopConfig:
     """Held-out suite entries per family and split evaluated after every round."""
     eval_splits: tuple[str, ...] = SPLITS
     """Held-out splits evaluated."""
-    critic: str = "grounded"
-    """Critic backend of the diagnose step: ``grounded`` (privileged simulator state) or ``learned`` (needs
-    ``critic_model``)."""
+    critic: str = "grounded+learned"
+    """Critic of the diagnose step. ``grounded+learned``: the grounded critic (privileged simulator state) diagnoses
+    and steers; the learned critic (keyframes, instruction, tool trajectory: what a real arm offers) diagnoses the
+    same episodes, its agreement with the grounded labels is recorded, and it is fine-tuned on them every round
+    (a new critic version when it does better on held-out episodes). ``grounded``: the grounded critic alone.
+    ``learned``: the learned critic ``critic_model`` diagnoses and steers, never fine-tuned."""
     critic_model: str = ""
-    """Learned critic folder (``coda critic train``) when ``critic`` is ``learned``."""
+    """Learned critic folder (``coda critic train``) the run starts from; empty: the embedded critic
+    (``coda_critic/models/``)."""
+    critic_epochs: int = 8
+    """Epochs of each round's fine-tuning of the learned critic (``grounded+learned``; 0: never fine-tuned)."""
     base_from: str = ""
     """Run folder whose round-0 SFT policy and demonstrations this run reuses (``coda experiment`` trains them
     once per seed); empty trains them."""
@@ -105,10 +116,12 @@ class LoopConfig:
         for name in ("budget", "base_demos_per_family", "base_sft_steps", "eval_per_family", "torch_threads"):
             if getattr(self, name) < 1:
                 errors.append(f"{name}={getattr(self, name)} must be >= 1")
-        for name in ("rounds", "workers", "probe_per_family", "finetune_steps", "max_new_demos", "rl_env_steps",
-                     "rl_eval_episodes"):
+        for name in ("rounds", "workers", "probe_per_family", "finetune_steps", "finetune_warmup", "max_new_demos",
+                     "rl_env_steps", "rl_eval_episodes", "critic_epochs"):
             if getattr(self, name) < 0:
                 errors.append(f"{name}={getattr(self, name)} must be >= 0")
+        if not 0.0 < self.finetune_lr < 1.0:
+            errors.append(f"finetune_lr={self.finetune_lr} must be in (0, 1)")
         if self.base_demos_per_family < 2:
             errors.append(f"base_demos_per_family={self.base_demos_per_family} must be >= 2 (one is held out)")
         bad = [f for f in self.families if f not in FAMILIES]
@@ -117,10 +130,11 @@ class LoopConfig:
         bad = [s for s in self.eval_splits if s not in SPLITS]
         if not self.eval_splits or bad:
             errors.append(f"eval_splits={self.eval_splits} must be a non-empty subset of {SPLITS}")
-        if self.critic not in ("grounded", "learned"):
-            errors.append(f"critic={self.critic!r} must be 'grounded' or 'learned'")
-        if self.critic == "learned" and not self.critic_model:
-            errors.append("critic='learned' needs critic_model (a folder written by `coda critic train`)")
+        if self.critic not in CRITICS:
+            errors.append(f"critic={self.critic!r} must be one of {CRITICS}")
+        if self.critic_model and not (Path(self.critic_model) / "config.json").is_file():
+            errors.append(f"critic_model={self.critic_model!r} is not a critic folder (no config.json; "
+                          "`coda critic train` writes one)")
         if not errors:
             try:
                 self.scene_params()

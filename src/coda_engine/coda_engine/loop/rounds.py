@@ -334,20 +334,35 @@ class CoevolutionLoop:
             episodes.append(episode_from_result(result, book, i))
         return episodes
 
-    def _critic(self) -> Any:
+    def _critic(self, r: int) -> Any:
+        """Return the critic whose diagnoses steer round ``r`` (grounded; the learned one with ``critic: learned``)."""
         if self.config.critic == "learned":
             from coda_critic.learned import load_critic
 
-            return load_critic(self.config.critic_model, self.embedder)
+            return load_critic(self._learned_folder(r), self.embedder)
         from coda_critic.grounded import GroundedCritic
 
         return GroundedCritic()
+
+    def _learned_folder(self, r: int) -> Path:
+        """Return the learned critic acting in round ``r``: the last version a round kept, else the starting one.
+
+        The starting critic is ``critic_model``, or the embedded one.
+        """
+        from coda_critic.models import EMBEDDED_MODEL
+
+        for k in range(r - 1, -1, -1):
+            done = self.output(k, "diagnose").get("learned")
+            if done:
+                folder = Path(done["next_folder"])
+                return folder if folder.is_absolute() else self.run_dir / folder
+        return Path(self.config.critic_model).resolve() if self.config.critic_model else EMBEDDED_MODEL
 
     def _step_diagnose(self, r: int) -> dict[str, Any]:
         if not self.config.uses_critic and r > 0:
             return {"skipped": f"method {self.config.method} runs without the critic", "diagnosis_ids": []}
         episodes = self._episodes_from_memory(self.output(r, "episodes")["episode_ids"])
-        critic = self._critic()
+        critic = self._critic(r)
         version = self._record_critic(r, critic)
         diagnoses = critic.diagnose(episodes)
         ids = []
@@ -362,20 +377,81 @@ class CoevolutionLoop:
                         effect = self.store.generation_effect(past.record_id)
                         recalled.append({"diagnosis_id": d.diagnosis_id, "similar": past.record_id,
                                          "score": round(float(score), 3), "effect": effect})
-        return {"diagnosis_ids": ids, "failures": sum(d.is_failure for d in diagnoses), "modes": dict(modes),
-                "critic": getattr(critic, "name", self.config.critic), "critic_version": version,
-                "recalled": recalled}
+        out = {"diagnosis_ids": ids, "failures": sum(d.is_failure for d in diagnoses), "modes": dict(modes),
+               "critic": getattr(critic, "name", self.config.critic), "critic_version": version, "recalled": recalled}
+        if self.config.critic == "grounded+learned" and self.config.uses_critic:
+            out["learned"] = self._learned_critic_round(r, episodes, diagnoses)
+        return out
 
-    def _record_critic(self, r: int, critic: Any) -> str:
+    def _learned_critic_round(self, r: int, episodes: list[Any], grounded: list[Any]) -> dict[str, Any]:
+        """Run the learned critic's part of a ``grounded+learned`` diagnose step.
+
+        The acting version diagnoses the round's episodes (which it has never seen) and its agreement with the
+        grounded diagnoses is measured; then a copy is fine-tuned on the grounded labels of every round so far,
+        except one episode in five of each round, held out: the copy becomes the next version only if it agrees
+        with the grounded critic on those at least as often as the acting version does.
+        """
+        import torch
+
+        from coda_critic.dataset import Examples, episode_features, label
+        from coda_critic.learned import LearnedConfig, agreement, embed_instructions, load_critic, predict, save_model
+        from coda_critic.learned import train as train_critic
+
+        cfg = self.config
+        folder = self._learned_folder(r)
+        critic = load_critic(folder, self.embedder)
+        self._record_critic(r, critic, folder)
+        learned = critic.diagnose(episodes)
+        out: dict[str, Any] = {"version": critic.version, "agreement": agreement(learned, grounded),
+                               "verdicts": [[d.failure_mode, d.failed_stage] for d in learned],
+                               "next_version": critic.version, "next_folder": self._portable(folder)}
+        if cfg.critic_epochs == 0 or not episodes:
+            return out
+        data_dir = self.run_dir / "critics" / "examples"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        examples = label(episode_features(episodes, critic.model.config.features), grounded, ["loop"] * len(grounded))
+        tmp = data_dir / f"r{r:03d}.tmp.npz"
+        examples.save(tmp)
+        os.replace(tmp, data_dir / f"r{r:03d}.npz")
+        sets = [Examples.load(p) for p in sorted(data_dir.glob("r[0-9][0-9][0-9].npz")) if int(p.stem[1:]) <= r]
+        held = [np.arange(len(s)) % 5 == 0 for s in sets]
+        train_set = Examples.concat([s.subset(np.flatnonzero(~h)) for s, h in zip(sets, held, strict=True)])
+        check_set = Examples.concat([s.subset(np.flatnonzero(h)) for s, h in zip(sets, held, strict=True)])
+        torch.set_num_threads(cfg.torch_threads)
+        settings = LearnedConfig(epochs=cfg.critic_epochs, lr=5e-4, batch_size=32, seed=cfg.seed * 1000 + r)
+        tuned, history = train_critic(train_set, embed_instructions(train_set.instructions, self.embedder), settings,
+                                      init=critic.model)
+        check_text = embed_instructions(check_set.instructions, self.embedder)
+        before = float(np.mean(predict(critic.model, check_set, check_text)[0] == check_set.mode))
+        after = float(np.mean(predict(tuned, check_set, check_text)[0] == check_set.mode))
+        fine_tune = {"parent": critic.version, "round": r, "train_examples": len(train_set),
+                     "held_out_examples": len(check_set), "held_out_mode_accuracy_before": before,
+                     "held_out_mode_accuracy_after": after, "kept": after >= before,
+                     "seconds": round(history["seconds"], 1)}
+        out["fine_tune"] = fine_tune
+        if after >= before:
+            saved = save_model(tuned, self.run_dir / "critics", fine_tune)
+            self.store.put_critic_version(r, version_id=saved.name, backend="learned",
+                                          info={"folder": self._portable(saved), **fine_tune})
+            out.update({"next_version": saved.name, "next_folder": self._portable(saved)})
+        return out
+
+    def _portable(self, folder: Path) -> str:
+        """``folder`` relative to the run folder when inside it (run folders can move), else absolute."""
+        folder = Path(folder).resolve()
+        return str(folder.relative_to(self.run_dir)) if folder.is_relative_to(self.run_dir) else str(folder)
+
+    def _record_critic(self, r: int, critic: Any, folder: Path | None = None) -> str:
         """Write the critic's version to memory (once per version) and return its id."""
-        if self.config.critic == "learned":
-            version, info = str(critic.version), {"model": str(self.config.critic_model)}
+        if hasattr(critic, "version"):  # a learned critic
+            version, info = str(critic.version), {"folder": self._portable(folder or self._learned_folder(r))}
+            backend = "learned"
         else:
             settings = dataclasses.asdict(critic.config)
             digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
-            version, info = f"grounded-{digest}", {"thresholds": settings}
+            version, info, backend = f"grounded-{digest}", {"thresholds": settings}, "grounded"
         if self.store.get("critic_version", version) is None:
-            self.store.put_critic_version(r, version_id=version, backend=self.config.critic, info=info)
+            self.store.put_critic_version(r, version_id=version, backend=backend, info=info)
         return version
 
     def _diagnoses(self, r: int) -> list[Any]:
@@ -461,8 +537,9 @@ class CoevolutionLoop:
         log = MetricsLog(folder / "metrics.jsonl")
         bc_loss = None
         if cfg.finetune_steps:
-            _, bc_loss = fit_bc(policy, train_set.tensors(), val_set.tensors(), cfg.finetune_steps, sft.lr * 0.5, sft,
-                                log, torch.Generator().manual_seed(cfg.seed * 1000 + r), f"round {r} bc")
+            _, bc_loss = fit_bc(policy, train_set.tensors(), val_set.tensors(), cfg.finetune_steps, cfg.finetune_lr,
+                                sft, log, torch.Generator().manual_seed(cfg.seed * 1000 + r), f"round {r} bc",
+                                warmup_steps=cfg.finetune_warmup)
         log.close()
         policy.net.eval()
         save_checkpoint(folder, policy.net, version, {"trainer": "loop-bc", "round": r, "parent": parent})
