@@ -26,7 +26,7 @@ from coda_engine.loop.rounds import ROUND0_STEPS, ROUND_STEPS
 TINY = {
     "rounds": 1, "budget": 3, "workers": 1, "families": ["reach", "push"], "base_demos_per_family": 3,
     "base_sft_steps": 30, "probe_per_family": 1, "finetune_steps": 20, "rl_env_steps": 256, "rl_eval_episodes": 2,
-    "eval_per_family": 1, "eval_splits": ["id", "position"], "progress": False,
+    "eval_per_family": 1, "final_eval_per_family": 1, "eval_splits": ["id", "position"], "progress": False,
 }
 CODA = [str(Path(sys.prefix) / "bin" / "coda")]
 

@@ -120,7 +120,9 @@ def _printer(quiet: bool) -> Any:
         if step == "episodes":
             bar.set_postfix_str(f"episodes {out['success']:.0%}")
         elif step == "diagnose" and "failures" in out:
-            bar.set_postfix_str(f"{out['failures']} failures diagnosed")
+            agree = out.get("learned", {}).get("agreement", {}).get("failure_mode")
+            bar.set_postfix_str(f"{out['failures']} failures diagnosed"
+                                + ("" if agree is None else f", learned critic agrees on {agree:.0%}"))
         elif step == "train":
             bar.set_postfix_str(f"policy {out['version']}")
         elif step == "evaluate":
@@ -173,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         first, last = summary["rounds"][0], summary["rounds"][-1]
+        counts = {n * len(loop.config.families) for n in (last.get("episodes_per_family") or {}).values()}
+        if counts:
+            print(f"coda run: held-out success, {'/'.join(map(str, sorted(counts)))} scenes per split")
         for split in first["per_split"]:
             print(f"coda run: {split:12s} {first['per_split'][split]:6.1%} -> {last['per_split'][split]:6.1%}")
         print(f"coda run: OOD mean     {first['ood']:6.1%} -> {last['ood']:6.1%} (round 0 -> round {last['round']})")

@@ -65,6 +65,10 @@ class LoopConfig:
     """Generated scenes: range of the multiplier on nominal object sizes (the engine's appearance axis)."""
     num_distractors: tuple[int, int] = (0, 4)
     """Generated scenes: range of the number of distractor objects (a targeted count overrides it)."""
+    referring: tuple[str, ...] = ("color_shape",)
+    """Generated scenes: how instructions may name the target (the engine's language axis, a subset of
+    ``color_shape``, ``color``, ``shape``, ``relative``; a targeted phrasing overrides it). The round-0
+    demonstrations use ``color_shape`` only, like the ``id`` split."""
     probe_per_family: int = 2
     """Probe scenes per family run every round besides the generated ones (the same scenes every round)."""
     finetune_steps: int = 2500
@@ -81,7 +85,11 @@ class LoopConfig:
     """Episodes of the RL gate: the RL result replaces the policy only if it does better than the policy it started
     from on the same new scenes of its family (0: always kept)."""
     eval_per_family: int = 8
-    """Held-out suite entries per family and split evaluated after every round."""
+    """Held-out suite entries per family and split evaluated after rounds 1 .. ``rounds`` - 1 (the progress
+    between the ends)."""
+    final_eval_per_family: int = 0
+    """Entries per family and split evaluated after round 0 and after the last round, the run's before / after
+    figures (0: every entry of the shipped suites, 25 per family and split)."""
     eval_splits: tuple[str, ...] = SPLITS
     """Held-out splits evaluated."""
     critic: str = "grounded+learned"
@@ -108,6 +116,7 @@ class LoopConfig:
         """Check the fields; the error names every bad one."""
         self.families = tuple(self.families)
         self.eval_splits = tuple(self.eval_splits)
+        self.referring = tuple(self.referring)
         self.size_scale = (float(self.size_scale[0]), float(self.size_scale[1]))
         self.num_distractors = (int(self.num_distractors[0]), int(self.num_distractors[1]))
         errors = []
@@ -117,7 +126,7 @@ class LoopConfig:
             if getattr(self, name) < 1:
                 errors.append(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("rounds", "workers", "probe_per_family", "finetune_steps", "finetune_warmup", "max_new_demos",
-                     "rl_env_steps", "rl_eval_episodes", "critic_epochs"):
+                     "rl_env_steps", "rl_eval_episodes", "critic_epochs", "final_eval_per_family"):
             if getattr(self, name) < 0:
                 errors.append(f"{name}={getattr(self, name)} must be >= 0")
         if not 0.0 < self.finetune_lr < 1.0:
@@ -139,7 +148,7 @@ class LoopConfig:
             try:
                 self.scene_params()
             except ValueError as error:
-                errors.append(f"position_shift / size_scale / num_distractors: {error}")
+                errors.append(f"position_shift / size_scale / num_distractors / referring: {error}")
         if errors:
             raise ValueError("LoopConfig: " + "; ".join(errors))
 
@@ -148,7 +157,7 @@ class LoopConfig:
         from coda_engine.sim.scene import SceneParams
 
         return SceneParams(split="id", position_shift=self.position_shift, size_scale=self.size_scale,
-                           num_distractors=self.num_distractors)
+                           num_distractors=self.num_distractors, referring=self.referring)
 
     @property
     def uses_critic(self) -> bool:
@@ -172,6 +181,7 @@ class LoopConfig:
         data["eval_splits"] = list(self.eval_splits)
         data["size_scale"] = list(self.size_scale)
         data["num_distractors"] = list(self.num_distractors)
+        data["referring"] = list(self.referring)
         return data
 
     @classmethod
@@ -217,10 +227,12 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     "small": Preset(rounds=2, budget=16, loop={"base_sft_steps": 2000, "base_demos_per_family": 30,
-                                               "finetune_steps": 1000, "rl_env_steps": 1024, "eval_per_family": 5,
+                                               "finetune_steps": 1000, "rl_env_steps": 1024, "eval_per_family": 4,
+                                               "final_eval_per_family": 10,
                                                "probe_per_family": 1, "rl_eval_episodes": 8}),
     "paper": Preset(rounds=15, budget=64, loop={"base_sft_steps": 6000, "base_demos_per_family": 100,
                                                 "finetune_steps": 2000, "rl_env_steps": 8192,
-                                                "eval_per_family": 25, "probe_per_family": 4}),
+                                                "eval_per_family": 25, "final_eval_per_family": 0,
+                                                "probe_per_family": 4}),
 }
 """``small`` fits the experiment in well under an hour on 2 cores; ``paper`` is the 15-round protocol."""

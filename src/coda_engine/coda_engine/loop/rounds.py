@@ -160,8 +160,12 @@ class CoevolutionLoop:
         for r in range(self.config.rounds + 1):
             done = self.store.finished_step(r, "evaluate")
             if done is not None:
-                rows.append({"round": r, "version": done["version"], "per_split": done["per_split"],
-                             "ood": done["ood"]})
+                row = {"round": r, "version": done["version"], "per_split": done["per_split"], "ood": done["ood"],
+                       "episodes_per_family": done.get("episodes_per_family")}
+                learned = (self.store.finished_step(r, "diagnose") or {}).get("learned")
+                if learned:
+                    row["learned_critic"] = {"version": learned["version"], "agreement": learned["agreement"]}
+                rows.append(row)
         return {"run_dir": str(self.run_dir), "method": self.config.method, "rounds": rows}
 
     # ------------------------------------------------------------------ helpers
@@ -590,26 +594,30 @@ class CoevolutionLoop:
 
         cfg = self.config
         version = str(self.output(r, "train")["version"])
+        per_family = cfg.final_eval_per_family if r in (0, cfg.rounds) else cfg.eval_per_family
+        suites = [dataclasses.replace(suite, entries=[e for e in suite.entries if e["family"] in cfg.families])
+                  for suite in default_suites(cfg.eval_splits).values()]
+        episodes = {s.split: len(s.select(per_family)) // max(len({e["family"] for e in s.entries}), 1)
+                    for s in suites}  # per family
+        done = None
         if r == 0 and cfg.base_from:  # the same policy on the same suites: reuse the base run's scores
             from coda_engine.memory import MemoryStore
 
             with MemoryStore(Path(cfg.base_from) / "memory.db") as base:
                 done = base.finished_step(0, "evaluate")
-            if done is not None:
-                for split, rates in done["rates"].items():
-                    for family, rate in rates.items():
-                        self.store.put_progress(r, family=family, split=split, success=float(rate),
-                                                episodes=cfg.eval_per_family, policy_version=version)
-                return {**done, "reused_from": cfg.base_from}
-        suites = [dataclasses.replace(suite, entries=[e for e in suite.entries if e["family"] in cfg.families])
-                  for suite in default_suites(cfg.eval_splits).values()]
-        result = evaluate_suites(self.ckpt_root / version, suites,
-                                 per_family=cfg.eval_per_family, workers=max(cfg.workers, 1), embedder=self.embedder)
-        for split, rates in result.rates.items():
+            if done is not None and done.get("episodes_per_family") == episodes:
+                done = {**done, "reused_from": cfg.base_from}
+            else:
+                done = None
+        if done is None:
+            result = evaluate_suites(self.ckpt_root / version, suites, per_family=per_family,
+                                     workers=max(cfg.workers, 1), embedder=self.embedder)
+            per_split = {s: float(v) for s, v in result.per_split.items()}
+            ood = [per_split[s] for s in OOD_SPLITS if s in per_split]
+            done = {"version": version, "rates": result.rates, "per_split": per_split,
+                    "ood": float(np.mean(ood)) if ood else float("nan"), "episodes_per_family": episodes}
+        for split, rates in done["rates"].items():
             for family, rate in rates.items():
                 self.store.put_progress(r, family=family, split=split, success=float(rate),
-                                        episodes=cfg.eval_per_family, policy_version=version)
-        per_split = {s: float(v) for s, v in result.per_split.items()}
-        ood = [per_split[s] for s in OOD_SPLITS if s in per_split]
-        return {"version": version, "rates": result.rates, "per_split": per_split,
-                "ood": float(np.mean(ood)) if ood else float("nan")}
+                                        episodes=episodes[split], policy_version=version)
+        return done
