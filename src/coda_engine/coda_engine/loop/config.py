@@ -80,15 +80,15 @@ class LoopConfig:
     """Steps over which each round's behaviour-cloning rate ramps up from 0 (its optimizer starts fresh)."""
     max_new_demos: int = 0
     """Most new expert demonstrations per round (0: one per generated scene)."""
-    rl_env_steps: int = 2048
+    rl_env_steps: int = 1024
     """PPO environment steps per round on the family with the most diagnosed failures (0: no RL)."""
     rl_eval_episodes: int = 12
     """Episodes of the RL gate: the RL result replaces the policy only if it does better than the policy it started
     from on the same new scenes of its family (0: always kept)."""
-    eval_per_family: int = 8
+    eval_per_family: int = 4
     """Held-out suite entries per family and split evaluated after rounds 1 .. ``rounds`` - 1 (the progress
     between the ends)."""
-    final_eval_per_family: int = 0
+    final_eval_per_family: int = 20
     """Entries per family and split evaluated after round 0 and after the last round, the run's before / after
     figures (0: every entry of the shipped suites, 25 per family and split)."""
     eval_splits: tuple[str, ...] = SPLITS
@@ -102,8 +102,10 @@ class LoopConfig:
     critic_model: str = ""
     """Learned critic folder (``coda critic train``) the run starts from; empty: the embedded critic
     (``coda_critic/models/``)."""
-    critic_epochs: int = 8
+    critic_epochs: int = 10
     """Epochs of each round's fine-tuning of the learned critic (``grounded+learned``; 0: never fine-tuned)."""
+    critic_lr: float = 2e-4
+    """Learning rate of that fine-tuning (small: a few hundred episodes must not undo what the critic knows)."""
     base_from: str = ""
     """Run folder whose round-0 SFT policy and demonstrations this run reuses (``coda experiment`` trains them
     once per seed); empty trains them."""
@@ -130,6 +132,8 @@ class LoopConfig:
                      "rl_env_steps", "rl_eval_episodes", "critic_epochs", "final_eval_per_family"):
             if getattr(self, name) < 0:
                 errors.append(f"{name}={getattr(self, name)} must be >= 0")
+        if not 0.0 < self.critic_lr < 1.0:
+            errors.append(f"critic_lr={self.critic_lr} must be in (0, 1)")
         if not 0.0 < self.finetune_lr < 1.0:
             errors.append(f"finetune_lr={self.finetune_lr} must be in (0, 1)")
         if self.base_demos_per_family < 2:

@@ -422,7 +422,7 @@ class CoevolutionLoop:
         train_set = Examples.concat([s.subset(np.flatnonzero(~h)) for s, h in zip(sets, held, strict=True)])
         check_set = Examples.concat([s.subset(np.flatnonzero(h)) for s, h in zip(sets, held, strict=True)])
         torch.set_num_threads(cfg.torch_threads)
-        settings = LearnedConfig(epochs=cfg.critic_epochs, lr=5e-4, batch_size=32, seed=cfg.seed * 1000 + r)
+        settings = LearnedConfig(epochs=cfg.critic_epochs, lr=cfg.critic_lr, batch_size=32, seed=cfg.seed * 1000 + r)
         tuned, history = train_critic(train_set, embed_instructions(train_set.instructions, self.embedder), settings,
                                       init=critic.model)
         check_text = embed_instructions(check_set.instructions, self.embedder)
