@@ -142,7 +142,8 @@ def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain:
         assert (run_dir / "checkpoints" / train["version"] / "config.json").is_file()
         rows = {(p["round"], p["split"]) for p in store.progress()}
         assert rows == {(r, s) for r in (0, 1) for s in ("id", "position")}
-    assert (run_dir / "report.html").is_file()
+    report = (run_dir / "report.html").read_text()
+    assert 'class="critic-agreement"' in report and learned1["version"] in report
 
 
 def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> None:

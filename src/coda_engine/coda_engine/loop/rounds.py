@@ -405,8 +405,11 @@ class CoevolutionLoop:
         folder = self._learned_folder(r)
         critic = load_critic(folder, self.embedder)
         self._record_critic(r, critic, folder)
-        learned = critic.diagnose(episodes)
+        seen = [i for i, ep in enumerate(episodes) if len(ep.keyframes)]  # it needs images: skip camera-less ones
+        episodes, grounded = [episodes[i] for i in seen], [grounded[i] for i in seen]
+        learned = critic.diagnose(episodes) if episodes else []
         out: dict[str, Any] = {"version": critic.version, "agreement": agreement(learned, grounded),
+                               "episode_ids": [ep.episode_id for ep in episodes],
                                "verdicts": [[d.failure_mode, d.failed_stage] for d in learned],
                                "next_version": critic.version, "next_folder": self._portable(folder)}
         if cfg.critic_epochs == 0 or not episodes:

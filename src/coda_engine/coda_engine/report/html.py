@@ -88,6 +88,8 @@ class ReportData:
     """Critic version payloads."""
     finished_steps: list[tuple[int, str]] = field(default_factory=list)
     """Loop steps marked finished, (round, step)."""
+    critic_agreement: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    """Per round: the ``learned`` part of the finished diagnose step (``grounded+learned`` runs)."""
     generated: float = field(default_factory=time.time)
     """Unix time the data was read."""
 
@@ -145,6 +147,10 @@ def collect(store: Any, title: str = "") -> ReportData:
     data.policy_versions = _items(all_records(store, "policy_version"))
     data.critic_versions = _items(all_records(store, "critic_version"))
     data.finished_steps = list(store.finished_steps())
+    for rnd, step in data.finished_steps:
+        learned = (store.finished_step(rnd, step) or {}).get("learned") if step == "diagnose" else None
+        if learned:
+            data.critic_agreement.append((int(rnd), learned))
     return data
 
 
@@ -476,6 +482,18 @@ def _critic_table(versions: Sequence[Item]) -> str:
     return _table(["round", "version", "backend", "info"], rows, cls="critic-versions")
 
 
+def _agreement_table(rounds: Sequence[tuple[int, Mapping[str, Any]]]) -> str:
+    rows = []
+    for rnd, learned in sorted(rounds, key=lambda x: x[0]):
+        score, version = learned.get("agreement", {}), str(learned.get("version", ""))
+        following = str(learned.get("next_version", version))
+        rows.append([rnd, version, score.get("episodes", 0), _rate(score.get("failure_mode")),
+                     _rate(score.get("stage")), _rate(score.get("failure")),
+                     following + (" (fine-tuned here)" if following != version else "")])
+    return _table(["round", "acting version", "episodes", "same failure mode", "same failed stage",
+                   "same success verdict", "next version"], rows, numeric=(2, 3, 4, 5), cls="critic-agreement")
+
+
 def _section(title: str, body: str, empty: bool, what: str) -> str:
     content = f'<p class="muted">No {esc(what)} recorded.</p>' if empty else body
     return f"<h2>{esc(title)}</h2>{content}"
@@ -596,6 +614,9 @@ def render(data: ReportData) -> str:
     )
     if data.critic_versions:
         parts.append("<h2>Critic versions</h2>" + _critic_table(data.critic_versions))
+    if data.critic_agreement:
+        parts.append("<h3>Learned critic against the grounded critic, per round</h3>"
+                     + _agreement_table(data.critic_agreement))
     if data.finished_steps:
         steps: dict[int, list[str]] = defaultdict(list)
         for rnd, step in data.finished_steps:
