@@ -17,7 +17,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -193,8 +193,7 @@ def train(examples: Examples, text: np.ndarray, config: LearnedConfig | None = N
     """
     cfg = config or LearnedConfig()
     if init is not None:
-        cfg = replace(cfg, **{f.name: getattr(init.config, f.name) for f in fields(LearnedConfig)
-                              if f.name in ARCHITECTURE_FIELDS})
+        cfg = replace(cfg, **{name: getattr(init.config, name) for name in ARCHITECTURE_FIELDS})
     if len(examples) == 0 or len(examples.mode) != len(examples):
         raise ValueError(f"train: need labelled examples, got {len(examples)} examples and {len(examples.mode)} labels")
     if text.shape != (len(examples), TEXT_DIM):

@@ -357,9 +357,8 @@ class CoevolutionLoop:
 
         for k in range(r - 1, -1, -1):
             done = self.output(k, "diagnose").get("learned")
-            if done:
-                folder = Path(done["next_folder"])
-                return folder if folder.is_absolute() else self.run_dir / folder
+            if done and done["next_folder"]:  # a version fine-tuned in this run (empty: the starting critic)
+                return self.run_dir / done["next_folder"]
         return Path(self.config.critic_model).resolve() if self.config.critic_model else EMBEDDED_MODEL
 
     def _step_diagnose(self, r: int) -> dict[str, Any]:
@@ -411,7 +410,7 @@ class CoevolutionLoop:
         out: dict[str, Any] = {"version": critic.version, "agreement": agreement(learned, grounded),
                                "episode_ids": [ep.episode_id for ep in episodes],
                                "verdicts": [[d.failure_mode, d.failed_stage] for d in learned],
-                               "next_version": critic.version, "next_folder": self._portable(folder)}
+                               "next_version": critic.version, "next_folder": self._in_run(folder)}
         if cfg.critic_epochs == 0 or not episodes:
             return out
         data_dir = self.run_dir / "critics" / "examples"
@@ -440,13 +439,17 @@ class CoevolutionLoop:
             saved = save_model(tuned, self.run_dir / "critics", fine_tune)
             self.store.put_critic_version(r, version_id=saved.name, backend="learned",
                                           info={"folder": self._portable(saved), **fine_tune})
-            out.update({"next_version": saved.name, "next_folder": self._portable(saved)})
+            out.update({"next_version": saved.name, "next_folder": self._in_run(saved)})
         return out
 
     def _portable(self, folder: Path) -> str:
         """``folder`` relative to the run folder when inside it (run folders can move), else absolute."""
+        return self._in_run(folder) or str(Path(folder).resolve())
+
+    def _in_run(self, folder: Path) -> str:
+        """``folder`` relative to the run folder, or "" when it is outside (the starting critic)."""
         folder = Path(folder).resolve()
-        return str(folder.relative_to(self.run_dir)) if folder.is_relative_to(self.run_dir) else str(folder)
+        return str(folder.relative_to(self.run_dir)) if folder.is_relative_to(self.run_dir) else ""
 
     def _record_critic(self, r: int, critic: Any, folder: Path | None = None) -> str:
         """Write the critic's version to memory (once per version) and return its id."""
