@@ -135,6 +135,44 @@ class DlsIk:
         return error < tolerance and tilt < 0.1
 
 
+class EndEffectorCommander:
+    """The end-effector action space shared by simulated and real arms: displacement -> tool point -> joint targets.
+
+    A displacement (clipped to ``max_delta`` per axis) is added to the previous commanded tool point while the
+    arm tracks it within ``track_tolerance`` (so servo lag does not shrink displacements), otherwise to the measured
+    tool point (contact, blocking); the result is clipped to the workspace box and turned into joint targets by one
+    warm-started :class:`DlsIk` solve.
+    """
+
+    def __init__(self, ik: DlsIk, config: ArmConfig) -> None:
+        """Use ``ik`` (the arm's kinematic model) with the limits of ``config``."""
+        self.ik, self.config = ik, config
+        self._low = np.asarray(config.workspace_low, dtype=np.float64)
+        self._high = np.asarray(config.workspace_high, dtype=np.float64)
+        self.tcp_target = np.zeros(3)
+        """Last commanded tool point, m."""
+        self.q_target = np.zeros(7)
+        """Joint targets of the last command, rad."""
+
+    def reset(self, tcp: np.ndarray, q: np.ndarray) -> None:
+        """Start from the measured tool point ``tcp`` and arm joints ``q``."""
+        self.tcp_target = np.array(tcp, dtype=np.float64)
+        self.q_target = np.array(q, dtype=np.float64)
+
+    def command(self, delta: np.ndarray, tcp_measured: np.ndarray, q_measured: np.ndarray) -> np.ndarray:
+        """Joint targets (7) for displacement ``delta`` (3, m) given the measured tool point and joints."""
+        cfg = self.config
+        step = np.minimum(np.maximum(delta, -cfg.max_delta), cfg.max_delta)
+        if np.abs(self.tcp_target - tcp_measured).max() < cfg.track_tolerance:
+            base, q_start = self.tcp_target, self.q_target
+        else:
+            base, q_start = tcp_measured, q_measured
+        target = np.minimum(np.maximum(base + step, self._low), self._high)
+        self.q_target = self.ik.solve(target, q_start)
+        self.tcp_target = target
+        return self.q_target
+
+
 class SimArm:
     """One simulated Panda in one scene at a time."""
 
@@ -178,6 +216,7 @@ class SimArm:
             self.model = model
             self.data = mujoco.MjData(model)
             self._ik = DlsIk(model, self.config)
+            self._commander = EndEffectorCommander(self._ik, self.config)
             self._index(model)
         m, d = self.model, self.data
         assert d is not None
@@ -191,8 +230,7 @@ class SimArm:
                 d.qpos[adr + 3:adr + 7] = (w, x, y, z)
         mujoco.mj_forward(m, d)
         self._ik.data.qpos[:] = d.qpos
-        self._cmd_tcp = d.site_xpos[self._ik.tcp].copy()
-        self._cmd_q = d.qpos[self._ik.arm_q_slice].copy()
+        self._commander.reset(d.site_xpos[self._ik.tcp], d.qpos[self._ik.arm_q_slice])
         self.scene, self.family = scene, family
         self.steps = 0
         self._obs = np.zeros(OBS_DIM, dtype=np.float32)
@@ -231,8 +269,6 @@ class SimArm:
         self._hand_act = m.actuator(panda.HAND_ACTUATOR).id
         self._tcp = m.site(panda.TCP_SITE).id
         self._q_lo, self._q_hi = self._ik.q_lo, self._ik.q_hi
-        self._ws_low = np.asarray(self.config.workspace_low)
-        self._ws_high = np.asarray(self.config.workspace_high)
 
     # ------------------------------------------------------------------ control
     def ik(self, target: np.ndarray, q_start: np.ndarray, iterations: int | None = None) -> np.ndarray:
@@ -254,18 +290,7 @@ class SimArm:
             raise ValueError(f"action must be 4 finite numbers (dx, dy, dz, gripper), got {action!r}")
         d = self.data
         assert d is not None
-        cfg = self.config
-        delta = np.minimum(np.maximum(a[:3], -cfg.max_delta), cfg.max_delta)
-        # Displacements accumulate on the previous command while the arm tracks it (so servo lag does not
-        # shrink them), and restart from the measured tool point when it does not (contact, blocking).
-        measured = d.site_xpos[self._tcp]
-        if np.abs(self._cmd_tcp - measured).max() < cfg.track_tolerance:
-            base, q_start = self._cmd_tcp, self._cmd_q
-        else:
-            base, q_start = measured, d.qpos[self._ik.arm_q_slice]
-        target = np.minimum(np.maximum(base + delta, self._ws_low), self._ws_high)
-        q = self._ik.solve(target, q_start)
-        self._cmd_tcp, self._cmd_q = target, q
+        q = self._commander.command(a[:3], d.site_xpos[self._tcp], d.qpos[self._ik.arm_q_slice])
         return self._advance(q, float(a[3]))
 
     def step_joint_targets(self, q: np.ndarray, gripper: float) -> np.ndarray:
