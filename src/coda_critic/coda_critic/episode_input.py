@@ -160,6 +160,7 @@ def episode_from_result(result: Mapping[str, Any], scenes: SceneBook, index: int
         keyframe_steps=keyframe_steps,
         status=status,
         status_detail=str(result.get("status_detail", "")),
+        source=int(result.get("source", 0)),
     )
 
 

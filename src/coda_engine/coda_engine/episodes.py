@@ -88,6 +88,8 @@ class RecordedEpisode:
     """``STATUS_*``."""
     status_detail: str = ""
     """Why the episode was aborted, if it was."""
+    source: int = SOURCE_SIM
+    """``SOURCE_SIM`` or ``SOURCE_REAL`` (a real arm: no privileged state, success from perception or an operator)."""
 
     def to_result_dict(self) -> dict[str, Any]:
         """Fields of ``coda_msgs/EpisodeResult`` except header and keyframe images (added by the node)."""
@@ -95,7 +97,7 @@ class RecordedEpisode:
             "episode_id": self.episode_id,
             "scene_id": self.scene.scene_id,
             "policy_version": self.policy_version,
-            "source": SOURCE_SIM,
+            "source": self.source,
             "robot_id": self.robot_id,
             "status": self.status,
             "status_detail": self.status_detail,
@@ -110,20 +112,26 @@ class RecordedEpisode:
         }
 
 
-def _sample(arm: SimArm, step: int, action: np.ndarray | None, privileged: bool) -> dict[str, Any]:
-    seconds = step / arm.config.control_hz
-    ee = arm.tcp_position()
-    sample: dict[str, Any] = {
+def trajectory_sample(step: int, control_hz: float, ee: np.ndarray, gripper: float, action: np.ndarray | None,
+                      stage: int, potential: float, objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``TrajectorySample`` dict (``objects``: object states, empty where there is no privileged state)."""
+    seconds = step / control_hz
+    return {
         "time_from_start": {"sec": int(seconds), "nanosec": round((seconds % 1) * 1e9) % 1_000_000_000},
         "step": step,
         "ee_position": {"x": float(ee[0]), "y": float(ee[1]), "z": float(ee[2])},
-        "gripper_opening": float(arm.world_state().gripper),
+        "gripper_opening": float(gripper),
         "action": [float(v) for v in (action if action is not None else np.zeros(4))],
-        "stage": int(arm.stage),
-        "potential": float(arm.phi),
-        "objects": [o.to_dict() for o in arm.object_states()] if privileged else [],
+        "stage": int(stage),
+        "potential": float(potential),
+        "objects": objects,
     }
-    return sample
+
+
+def _sample(arm: SimArm, step: int, action: np.ndarray | None, privileged: bool) -> dict[str, Any]:
+    objects = [o.to_dict() for o in arm.object_states()] if privileged else []
+    return trajectory_sample(step, arm.config.control_hz, arm.tcp_position(), arm.world_state().gripper, action,
+                             arm.stage, arm.phi, objects)
 
 
 def run_recorded_episode(

@@ -22,7 +22,7 @@ import numpy as np
 
 from coda_engine.sim import panda, stages
 from coda_engine.sim.families import WorldState, get_family
-from coda_engine.sim.layout import LAYOUT, OBS_DIM, scene_layout, slot_offset
+from coda_engine.sim.layout import LAYOUT, observation_template, scene_layout
 from coda_engine.sim.model import scene_model
 from coda_engine.sim.scene import ObjectSpec, Scene
 
@@ -120,11 +120,15 @@ class DlsIk:
             q = np.minimum(np.maximum(q + dq, self.q_lo), self.q_hi)
         return q
 
-    def position_error(self, q: np.ndarray, target: np.ndarray) -> float:
-        """Distance between the tool centre point at ``q`` and ``target``, m."""
+    def forward(self, q: np.ndarray) -> np.ndarray:
+        """Return the tool centre point (3, m, world) at arm joints ``q`` (7, rad)."""
         self.data.qpos[self.arm_q] = q
         mujoco.mj_kinematics(self.model, self.data)
-        return float(np.linalg.norm(self.data.site_xpos[self.tcp] - target))
+        return self.data.site_xpos[self.tcp].copy()
+
+    def position_error(self, q: np.ndarray, target: np.ndarray) -> float:
+        """Distance between the tool centre point at ``q`` and ``target``, m."""
+        return float(np.linalg.norm(self.forward(q) - target))
 
     def reachable(self, target: np.ndarray, iterations: int = 60, tolerance: float = 0.005) -> bool:
         """Tell whether IK from the home posture gets within ``tolerance`` of ``target`` gripper-down."""
@@ -233,17 +237,8 @@ class SimArm:
         self._commander.reset(d.site_xpos[self._ik.tcp], d.qpos[self._ik.arm_q_slice])
         self.scene, self.family = scene, family
         self.steps = 0
-        self._obs = np.zeros(OBS_DIM, dtype=np.float32)
-        self._slot_bodies = []
-        for slot, obj in enumerate(scene.slots):
-            if obj is None:
-                continue
-            base = slot_offset(slot)
-            self._obs[base + 3:base + 6] = obj.rgba[:3]
-            self._obs[base + 6] = obj.shape
-            self._obs[base + 7:base + 10] = obj.size
-            self._obs[base + 10] = 1.0
-            self._slot_bodies.append((base, m.body(obj.name).id))
+        self._obs, slots = observation_template(scene)
+        self._slot_bodies = [(base, m.body(name).id) for base, name in slots]
         self._slot_index = np.array([b + i for b, _ in self._slot_bodies for i in range(3)], dtype=np.intp)
         self._slot_body_ids = np.array([body for _, body in self._slot_bodies], dtype=np.intp)
         self._substeps = self.physics_steps_per_control

@@ -13,6 +13,8 @@ half extents). :func:`scene_layout` adds per-scene aliases ``<object name>_pos``
 
 from __future__ import annotations
 
+import numpy as np
+
 from coda_engine.sim.scene import MAX_OBJECTS, Scene
 
 SLOT_FIELDS: tuple[tuple[str, int], ...] = (("pos", 3), ("rgb", 3), ("shape", 1), ("size", 3), ("present", 1))
@@ -58,3 +60,23 @@ def scene_layout(scene: Scene) -> dict[str, tuple[int, int]]:
             if name != "present":
                 layout[f"{obj.name}_{name}"] = LAYOUT[f"obj{slot}_{name}"]
     return layout
+
+
+def observation_template(scene: Scene) -> tuple[np.ndarray, list[tuple[int, str]]]:
+    """Return an observation with the static slot fields of ``scene`` filled (colour, shape, size, presence).
+
+    Also returns ``(slot offset, object name)`` of every present slot: the caller writes each object's current
+    position at ``offset:offset + 3`` (simulated arms from the physics, real arms from perception).
+    """
+    obs = np.zeros(OBS_DIM, dtype=np.float32)
+    slots = []
+    for slot, obj in enumerate(scene.slots):
+        if obj is None:
+            continue
+        base = slot_offset(slot)
+        obs[base + 3:base + 6] = obj.rgba[:3]
+        obs[base + 6] = obj.shape
+        obs[base + 7:base + 10] = obj.size
+        obs[base + 10] = 1.0
+        slots.append((base, obj.name))
+    return obs, slots
