@@ -228,3 +228,52 @@ def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Pat
                 record = store.get("episode", episode_id)
                 assert record.payload["robot_id"] == "sim_0" and record.payload["keyframe_hashes"]
         assert store.finished_step(1, "evaluate") is not None
+
+
+@pytest.mark.ros
+def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_domain: int, start_process) -> None:
+    """`coda run --arms`: two local sim workers and one fake_ros2_control_arm behind an arm_bridge, two rounds.
+
+    Round 0's policy has no simulation score yet, so the arm's sim-first gate refuses it (the episode runs in
+    simulation instead and the refusal is an intervention in memory); round 1's policy passed the gate.
+    """
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    robot = Path(__file__).resolve().parents[1] / "src" / "coda_engine" / "config" / "robots" / "panda_fake.yaml"
+    start_process([sys.executable, "-m", "coda_engine.ros.fake_arm_node", "--ros-args", "-r", "__ns:=/panda_fake_0"])
+    start_process([sys.executable, "-m", "coda_engine.ros.arm_bridge_node", "--ros-args", "-r", "__ns:=/panda_fake_0",
+                   "-p", f"robot_config:={robot}", "-p", f"checkpoint_root:={run_dir / 'checkpoints'}"])
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("sim_workers: 2\narms:\n  - robot_id: panda_fake_0\n    episodes_per_round: 2\n")
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({**TINY, "rl_env_steps": 0, "seed": 5}))
+    time.sleep(3.0)  # discovery of the bridge's action server
+    result = subprocess.run([*CODA, "run", "--config", str(config), "--arms", str(fleet), "--run-dir", str(run_dir),
+                             "--json"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [row["round"] for row in summary["rounds"]] == [0, 1]
+    arms = {row["round"]: row for row in summary["arms"]}
+    assert arms[0]["by_source"]["real"]["episodes"] == 0 and "sim-first gate" in arms[0]["arm_notes"]["panda_fake_0"]
+    real = arms[1]["by_robot"]["panda_fake_0"]
+    assert real["episodes"] + real["unfinished"] == 2 and real["episodes"] >= 1, arms[1]
+
+    from coda_engine.memory import MemoryStore
+
+    with MemoryStore(run_dir / "memory.db") as store:
+        for r in (0, 1):
+            episodes = store.finished_step(r, "episodes")
+            assert len(episodes["episode_ids"]) == TINY["budget"] + 2  # every job ended with a finished episode
+            for unfinished in episodes["unfinished_ids"]:  # kept in memory, and its job ran again
+                assert store.get("episode", unfinished).payload["status"] in (1, 2)
+                assert any(e.startswith(unfinished + "-retry") for e in episodes["episode_ids"])
+        payloads = [store.get("episode", e).payload for e in store.finished_step(1, "episodes")["episode_ids"]]
+        ran_real = [p for p in payloads if p["source"] == 1]
+        assert len(ran_real) == real["episodes"] and all(p["robot_id"] == "panda_fake_0" for p in ran_real)
+        assert all(p["source"] == 0 for p in payloads if p not in ran_real)
+        diagnose = store.finished_step(1, "diagnose")
+        assert len(diagnose["real_diagnosis_ids"]) == len(ran_real)  # the learned critic diagnosed them
+        gate = [i.payload for i in store.records("intervention", limit=100) if i.payload["kind"] == "gate"]
+        assert gate and gate[0]["robot_id"] == "panda_fake_0"
+    page = (run_dir / "report.html").read_text()
+    assert 'class="sim-vs-real"' in page and "panda_fake_0" in page and 'class="interventions"' in page

@@ -519,8 +519,18 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (also ``coda bench control``): print the figures, one JSON object with --json."""
+    arm = argparse.ArgumentParser(add_help=False)
+    arm.add_argument("--arm", choices=("none", "fake"), default="none")
+    known, rest = arm.parse_known_args(argv)
+    if known.arm == "fake":  # command latency through an arm_bridge to the stand-in ros2_control arm
+        from coda_engine.ros.bench_arm import main as arm_main
+
+        return arm_main(rest)
     defaults = ControlBenchConfig()
     parser = argparse.ArgumentParser(prog="coda bench control", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arm", choices=("none", "fake"), default="none",
+                        help="fake: command latency through arm_bridge to fake_ros2_control_arm instead "
+                             "(`coda bench control --arm fake --help`)")
     parser.add_argument("--ticks", type=int, default=defaults.ticks, help="observations for the latency percentiles")
     parser.add_argument(
         "--seconds",

@@ -15,7 +15,8 @@ import importlib
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "core": ("coda_core_cpp.bench", "GAE, rollout buffer and potential evaluation: C++ vs SB3 / Python / numpy"),
     "sim": ("coda_engine.sim.bench", "simulated arm vs raw mj_step, scene generation, render fps, expert success"),
-    "control": ("coda_policy.bench_control", "observation-to-command latency of the policy node over DDS vs rclpy"),
+    "control": ("coda_policy.bench_control", "observation-to-command latency of the policy node over DDS vs rclpy; "
+                "--arm fake: command latency through arm_bridge to the stand-in arm vs a bare relay"),
 }
 
 

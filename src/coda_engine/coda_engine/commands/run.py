@@ -36,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", type=Path, help="use this run folder: created if new, resumed if it holds this "
                         "config's run")
     parser.add_argument("--runs-root", type=Path, default=Path("runs"), help="where new run folders go")
+    parser.add_argument("--arms", type=Path, metavar="FILE", help="fleet file: simulation workers and real arms "
+                        "(arm_bridge namespaces, episode budgets, hours); see config/fleet_example.yaml")
     parser.add_argument("--no-ros", action="store_true", help="no ROS node: no memory topic, no remote workers")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html at the end")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -118,7 +120,9 @@ def _printer(quiet: bool) -> Any:
             return
         bar.update(1)
         if step == "episodes":
-            bar.set_postfix_str(f"episodes {out['success']:.0%}")
+            real = out.get("by_source", {}).get("real", {})
+            bar.set_postfix_str(f"episodes {out['success']:.0%}" + (
+                f" (real arms {real['success']:.0%} of {real['episodes']})" if real.get("episodes") else ""))
         elif step == "diagnose" and "failures" in out:
             agree = out.get("learned", {}).get("agreement", {}).get("failure_mode")
             bar.set_postfix_str(f"{out['failures']} failures diagnosed"
@@ -133,6 +137,10 @@ def _printer(quiet: bool) -> Any:
     return on_event
 
 
+def _rate(row: dict[str, Any]) -> str:
+    return f"{row['success']:.0%} of {row['episodes']}" if row.get("episodes") else "none"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run or resume the loop; print where the run is and what it measured."""
     from coda_engine.loop.rounds import CoevolutionLoop, new_run_dir
@@ -142,6 +150,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"coda run: {error}", file=sys.stderr)
         return 2
+    fleet = None
+    if args.arms is not None:
+        from coda_engine.real.fleet import Fleet, FleetError
+
+        try:
+            fleet = Fleet.load(args.arms)
+        except FleetError as error:
+            print(f"coda run: --arms: {error}", file=sys.stderr)
+            return 2
+        if args.no_ros and fleet.arms:
+            print("coda run: --arms with real arms needs ROS (drop --no-ros)", file=sys.stderr)
+            return 2
     run_dir = args.resume or args.run_dir or new_run_dir(args.runs_root, config.method)
     start = time.monotonic()
     Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -149,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"coda run: {config.method}, {config.rounds} rounds x {config.budget} scenes, {config.workers} local "
           f"workers -> {run_dir}" + ("" if ros is None else " (memory events on /memory_events)"), flush=True)
     try:
-        loop = CoevolutionLoop(run_dir, config, node=None if ros is None else ros.node)
+        loop = CoevolutionLoop(run_dir, config, node=None if ros is None else ros.node, fleet=fleet)
     except ValueError as error:
         if ros is not None:
             ros.close()
@@ -181,5 +201,9 @@ def run(args: argparse.Namespace) -> int:
         for split in first["per_split"]:
             print(f"coda run: {split:12s} {first['per_split'][split]:6.1%} -> {last['per_split'][split]:6.1%}")
         print(f"coda run: OOD mean     {first['ood']:6.1%} -> {last['ood']:6.1%} (round 0 -> round {last['round']})")
+        for row in summary.get("arms", []):
+            sim, real = row["by_source"]["sim"], row["by_source"]["real"]
+            print(f"coda run: round {row['round']} episodes: sim {_rate(sim)}, real arms {_rate(real)}"
+                  + "".join(f"; {arm}: {note}" for arm, note in row.get("arm_notes", {}).items()))
         print(f"coda run: done in {summary['seconds']} s; report: coda report {run_dir}")
     return 0

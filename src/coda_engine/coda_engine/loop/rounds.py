@@ -46,8 +46,10 @@ from typing import Any
 
 import numpy as np
 
+from coda_engine.episodes import SOURCE_REAL
 from coda_engine.loop.config import OOD_SPLITS, LoopConfig
 from coda_engine.loop.workers import EpisodeRunner, run_local
+from coda_engine.real.fleet import Fleet
 from coda_engine.sim.scene import Scene, SceneParams
 
 ROUND0_STEPS = ("train", "generate", "episodes", "diagnose", "programs", "evaluate")
@@ -75,6 +77,28 @@ def new_run_dir(root: Path | str, method: str) -> Path:
     raise RuntimeError(f"cannot create a run folder under {root}")
 
 
+def real_arms_summary(episodes: list[Any], unfinished: list[Any]) -> dict[str, Any]:
+    """Success by source (simulation vs real arms) and per robot of one batch of episodes."""
+    by_source: dict[str, list[int]] = {"sim": [], "real": []}
+    by_robot: dict[str, dict[str, Any]] = {}
+    for ep in episodes:
+        by_source["real" if ep.source == SOURCE_REAL else "sim"].append(int(ep.success))
+        if ep.source == SOURCE_REAL:
+            row = by_robot.setdefault(ep.robot_id, {"episodes": 0, "successes": 0, "unfinished": 0, "seconds": 0.0})
+            row["episodes"] += 1
+            row["successes"] += int(ep.success)
+            row["seconds"] += ep.steps / max(ep.control_rate_hz, 1e-6)
+    for ep in unfinished:
+        row = by_robot.setdefault(ep.robot_id, {"episodes": 0, "successes": 0, "unfinished": 0, "seconds": 0.0})
+        row["unfinished"] += 1
+        row["seconds"] += ep.steps / max(ep.control_rate_hz, 1e-6)
+    for row in by_robot.values():
+        row["success"] = row["successes"] / row["episodes"] if row["episodes"] else None
+    return {"by_source": {k: {"episodes": len(v), "success": float(np.mean(v)) if v else None}
+                          for k, v in by_source.items()},
+            "by_robot": by_robot}
+
+
 def _atomic_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
@@ -85,11 +109,14 @@ class CoevolutionLoop:
     """One run of the loop in a run folder (see the module docstring)."""
 
     def __init__(self, run_dir: Path | str, config: LoopConfig | None = None, *, node: Any | None = None,
-                 on_event: Callable[[int, str, dict[str, Any] | None], None] | None = None) -> None:
+                 on_event: Callable[[int, str, dict[str, Any] | None], None] | None = None,
+                 fleet: Fleet | None = None) -> None:
         """Open (or create) the run folder; ``config`` None reads the folder's ``config.json`` (a resume).
 
         ``node``: an rclpy node through which ``sim_bridge`` workers on the domain are used. ``on_event`` is
         called with (round, step, None) before a step runs and with (round, step, outputs) once it has finished.
+        ``fleet``: simulation workers and real arms (``coda run --arms``); each round gives every available arm
+        its episode budget, the arms' episodes are diagnosed by the learned critic.
         """
         from coda_engine.memory import MemoryStore
 
@@ -114,6 +141,7 @@ class CoevolutionLoop:
         self.store = MemoryStore(self.run_dir / "memory.db")
         self.node = node
         self.on_event = on_event
+        self.fleet = fleet or Fleet()
         self._runner: EpisodeRunner | None = None
         self._embedder: Any = None
         self.outputs: dict[tuple[int, str], dict[str, Any]] = {}
@@ -166,15 +194,25 @@ class CoevolutionLoop:
                 if learned:
                     row["learned_critic"] = {"version": learned["version"], "agreement": learned["agreement"]}
                 rows.append(row)
-        return {"run_dir": str(self.run_dir), "method": self.config.method, "rounds": rows}
+        arms = []
+        for r in range(self.config.rounds + 1):
+            done = self.store.finished_step(r, "episodes")
+            if done is not None and "by_source" in done:
+                arms.append({"round": r, **{k: done[k] for k in ("by_source", "by_robot", "arm_notes")}})
+        out = {"run_dir": str(self.run_dir), "method": self.config.method, "rounds": rows}
+        if arms:
+            out["arms"] = arms
+        return out
 
     # ------------------------------------------------------------------ helpers
     @property
     def runner(self) -> EpisodeRunner:
         """The episode runner (worker processes start on first use)."""
         if self._runner is None:
-            self._runner = EpisodeRunner(self.config.workers, self.ckpt_root,
-                                         self.node if self.config.remote_workers else None)
+            workers = self.config.workers if self.fleet.sim_workers is None else self.fleet.sim_workers
+            self._runner = EpisodeRunner(workers, self.ckpt_root,
+                                         self.node if self.config.remote_workers or self.fleet.arms else None,
+                                         arms=self.fleet.arms)
         return self._runner
 
     @property
@@ -310,17 +348,53 @@ class CoevolutionLoop:
         probes = set(gen["probe_ids"])
         jobs = [(s, f"r{r:03d}-e{i:04d}") for i, s in enumerate(scenes)]
         before = dict(self.runner.remote_used)
-        episodes = self.runner.run(jobs, version)
+        real = self._real_allocation(r)
+        episodes = self.runner.run(jobs, version, real=real)
         remote = {ns: n - before.get(ns, 0) for ns, n in self.runner.remote_used.items() if n > before.get(ns, 0)}
         by_family: dict[str, list[int]] = {}
-        for ep in episodes:
+        for ep in [*episodes, *self.runner.unfinished]:
             purpose = "probe" if ep.scene.scene_id in probes else "train"
             self.store.put_episode(r, ep.to_result_dict(), ep.keyframes, purpose=purpose)  # its scene is stored
+        for ep in episodes:
             by_family.setdefault(ep.scene.family, []).append(int(ep.success))
-        return {"version": version, "episode_ids": [ep.episode_id for ep in episodes],
-                "success": float(np.mean([ep.success for ep in episodes])) if episodes else 0.0,
-                "by_family": {f: float(np.mean(v)) for f, v in sorted(by_family.items())},
-                "remote": remote}
+        interventions = self._store_interventions(r)
+        out = {"version": version, "episode_ids": [ep.episode_id for ep in episodes],
+               "success": float(np.mean([ep.success for ep in episodes])) if episodes else 0.0,
+               "by_family": {f: float(np.mean(v)) for f, v in sorted(by_family.items())},
+               "remote": remote}
+        if self.fleet.arms:
+            out.update(real_arms_summary(episodes, self.runner.unfinished))
+            out.update({"real_allocation": real, "arm_notes": dict(self.runner.arm_notes),
+                        "unfinished_ids": [ep.episode_id for ep in self.runner.unfinished],
+                        "intervention_ids": interventions})
+        return out
+
+    def _real_allocation(self, r: int) -> dict[str, int]:
+        """Episodes each arm of the fleet runs in round ``r`` (its budget, hours and what it ran before)."""
+        import datetime as dt
+
+        used: dict[str, list[float]] = {}
+        for k in range(r):
+            done = self.store.finished_step(k, "episodes") or {}
+            for robot, row in done.get("by_robot", {}).items():
+                total = used.setdefault(robot, [0.0, 0.0])
+                total[0] += row["episodes"] + row.get("unfinished", 0)
+                total[1] += row.get("seconds", 0.0)
+        now = dt.datetime.now()
+        allocation = {}
+        for arm in self.fleet.arms:
+            episodes, seconds = used.get(arm.robot_id, [0.0, 0.0])
+            allocation[arm.ns] = arm.remaining(int(episodes), seconds) if arm.available(now) else 0
+        return allocation
+
+    def _store_interventions(self, r: int) -> list[str]:
+        """Store the safety interventions the arms announced (once each); return the ids stored now."""
+        stored = []
+        for key, event in sorted(self.runner.safety_events.items()):
+            if self.store.get("intervention", key) is None:
+                self.store.put_intervention(r, intervention_id=key, info=event)
+                stored.append(key)
+        return stored
 
     def _episodes_from_memory(self, ids: list[str]) -> list[Any]:
         from coda_critic.episode_input import SceneBook, episode_from_result
@@ -364,13 +438,23 @@ class CoevolutionLoop:
     def _step_diagnose(self, r: int) -> dict[str, Any]:
         if not self.config.uses_critic and r > 0:
             return {"skipped": f"method {self.config.method} runs without the critic", "diagnosis_ids": []}
-        episodes = self._episodes_from_memory(self.output(r, "episodes")["episode_ids"])
+        every = self._episodes_from_memory(self.output(r, "episodes")["episode_ids"])
+        episodes = [ep for ep in every if ep.source != SOURCE_REAL]
+        real = [ep for ep in every if ep.source == SOURCE_REAL and len(ep.keyframes)]
         critic = self._critic(r)
         version = self._record_critic(r, critic)
-        diagnoses = critic.diagnose(episodes)
+        diagnoses = critic.diagnose(episodes) if episodes else []
+        real_diagnoses = []
+        if real:  # no privileged state on real arms: the learned critic diagnoses them, whatever steers sim
+            from coda_critic.learned import load_critic
+
+            seer = critic if hasattr(critic, "version") else load_critic(self._learned_folder(r), self.embedder)
+            self._record_critic(r, seer, self._learned_folder(r))
+            real_diagnoses = seer.diagnose(real)
         ids = []
-        for d in diagnoses:
+        for d in [*diagnoses, *real_diagnoses]:
             ids.append(self.store.put_diagnosis(r, d.to_dict()).record_id)
+        diagnoses = [*diagnoses, *real_diagnoses]
         modes = Counter(d.failure_mode for d in diagnoses)
         recalled = []
         if self.config.uses_memory and r > 0:  # retrieval: what did the most similar earlier failures lead to?
@@ -382,8 +466,10 @@ class CoevolutionLoop:
                                          "score": round(float(score), 3), "effect": effect})
         out = {"diagnosis_ids": ids, "failures": sum(d.is_failure for d in diagnoses), "modes": dict(modes),
                "critic": getattr(critic, "name", self.config.critic), "critic_version": version, "recalled": recalled}
+        if real:
+            out["real_diagnosis_ids"] = ids[len(ids) - len(real_diagnoses):]
         if self.config.critic == "grounded+learned" and self.config.uses_critic:
-            out["learned"] = self._learned_critic_round(r, episodes, diagnoses)
+            out["learned"] = self._learned_critic_round(r, episodes, diagnoses[:len(episodes)])
         return out
 
     def _learned_critic_round(self, r: int, episodes: list[Any], grounded: list[Any]) -> dict[str, Any]:
@@ -622,6 +708,10 @@ class CoevolutionLoop:
             ood = [per_split[s] for s in OOD_SPLITS if s in per_split]
             done = {"version": version, "rates": result.rates, "per_split": per_split,
                     "ood": float(np.mean(ood)) if ood else float("nan"), "episodes_per_family": episodes}
+        folder = self.ckpt_root / version
+        if folder.is_dir():  # what the sim-first gate of real arms reads
+            _atomic_json(folder / "evaluation.json", {"version": version, "round": r, "per_split": done["per_split"],
+                                                      "ood": done["ood"], "episodes_per_family": episodes})
         for split, rates in done["rates"].items():
             for family, rate in rates.items():
                 self.store.put_progress(r, family=family, split=split, success=float(rate),

@@ -225,7 +225,10 @@ class _Episode:
 
     # ------------------------------------------------------------ phases
     def set_up_scene(self) -> str:
-        """Request the scene and wait for perception to report its objects; '' or why it was not set up."""
+        """Request the scene, wait for perception to report its objects (and a joint state after that).
+
+        Returns '' or why the scene was not set up.
+        """
         io = self.io
         requested = io.now()
         io.request_scene(self.scene)
@@ -235,9 +238,10 @@ class _Episode:
             reason = io.stop_reason()
             if reason:
                 return reason
-            poses = io.objects()
-            if poses is not None and poses.stamp > requested and all(n in poses.positions for n in names):
-                return ""
+            poses, joints = io.objects(), io.joints()
+            if (poses is not None and poses.stamp > requested and all(n in poses.positions for n in names)
+                    and joints is not None and joints.stamp >= poses.stamp):
+                return ""  # the scene is perceived and the arm reports its state after it
             if io.now() > deadline:
                 seen = sorted(poses.positions) if poses is not None else []
                 return (f"scene {self.scene.scene_id} not set up within {self.robot.scene_setup_timeout_s:g} s: "

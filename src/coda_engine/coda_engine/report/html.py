@@ -90,6 +90,10 @@ class ReportData:
     """Loop steps marked finished, (round, step)."""
     critic_agreement: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     """Per round: the ``learned`` part of the finished diagnose step (``grounded+learned`` runs)."""
+    arms: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    """Per round with real arms: ``by_source``, ``by_robot`` and ``arm_notes`` of the finished episodes step."""
+    interventions: list[Item] = field(default_factory=list)
+    """Safety interventions on real arms (``SafetyEvent`` fields)."""
     generated: float = field(default_factory=time.time)
     """Unix time the data was read."""
 
@@ -148,9 +152,12 @@ def collect(store: Any, title: str = "") -> ReportData:
     data.critic_versions = _items(all_records(store, "critic_version"))
     data.finished_steps = list(store.finished_steps())
     for rnd, step in data.finished_steps:
-        learned = (store.finished_step(rnd, step) or {}).get("learned") if step == "diagnose" else None
-        if learned:
-            data.critic_agreement.append((int(rnd), learned))
+        done = store.finished_step(rnd, step) or {} if step in ("diagnose", "episodes") else {}
+        if done.get("learned"):
+            data.critic_agreement.append((int(rnd), done["learned"]))
+        if "by_source" in done:
+            data.arms.append((int(rnd), done))
+    data.interventions = _items(all_records(store, "intervention"))
     return data
 
 
@@ -494,6 +501,31 @@ def _agreement_table(rounds: Sequence[tuple[int, Mapping[str, Any]]]) -> str:
                    "same success verdict", "next version"], rows, numeric=(2, 3, 4, 5), cls="critic-agreement")
 
 
+def _arms_table(rounds: Sequence[tuple[int, Mapping[str, Any]]]) -> str:
+    """Episodes and success per round: simulation, real arms together, and each arm (with why it left a batch)."""
+    rows = []
+    for rnd, done in sorted(rounds, key=lambda x: x[0]):
+        sim, real = done["by_source"].get("sim", {}), done["by_source"].get("real", {})
+        rows.append([rnd, "simulation", sim.get("episodes", 0), _rate(sim.get("success")), "", ""])
+        rows.append([rnd, "real arms", real.get("episodes", 0), _rate(real.get("success")), "", ""])
+        notes = done.get("arm_notes", {})
+        for robot, row in sorted(done.get("by_robot", {}).items()):
+            rows.append([rnd, robot, row["episodes"], _rate(row.get("success")), row.get("unfinished", 0),
+                         _short(str(notes.get(robot, "")), 160)])
+        for robot, note in sorted(notes.items()):
+            if robot not in done.get("by_robot", {}):
+                rows.append([rnd, robot, 0, "", 0, _short(str(note), 160)])
+    return _table(["round", "source", "episodes", "success", "unfinished", "note"], rows, numeric=(2, 3, 4),
+                  cls="sim-vs-real")
+
+
+def _interventions_table(items: Sequence[Item]) -> str:
+    rows = [[i.round, str(i.payload.get("robot_id", "")), str(i.payload.get("kind", "")),
+             str(i.payload.get("episode_id", "")), "yes" if i.payload.get("holding") else "no",
+             _short(str(i.payload.get("detail", "")), 200)] for i in items]
+    return _table(["round", "robot", "kind", "episode", "holding", "detail"], rows, cls="interventions")
+
+
 def _section(title: str, body: str, empty: bool, what: str) -> str:
     content = f'<p class="muted">No {esc(what)} recorded.</p>' if empty else body
     return f"<h2>{esc(title)}</h2>{content}"
@@ -576,6 +608,11 @@ def render(data: ReportData) -> str:
             "learning progress",
         )
     )
+    if data.arms:
+        parts.append("<h2>Simulated and real arms, per round</h2>" + _arms_table(data.arms))
+    if data.interventions or data.arms:
+        parts.append(_section("Safety interventions on real arms", _interventions_table(data.interventions),
+                              not data.interventions, "safety interventions"))
     parts.append(
         _section("Policy versions", _policy_table(data.policy_versions), not data.policy_versions, "policy versions")
     )

@@ -1,0 +1,50 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""One real arm for the loop: its ``arm_bridge`` and, with ``use_fake:=true``, the MuJoCo stand-in arm.
+
+    ros2 launch launch/coda_real_arm.launch.py robot_config:=/path/panda_lab1.yaml namespace:=panda_lab1
+        checkpoint_root:=/path/runs/<id>/checkpoints   (one command line)
+    ros2 launch launch/coda_real_arm.launch.py use_fake:=true          # fake_ros2_control_arm as the arm
+
+On a robot, start its ros2_control driver (joint trajectory controller, gripper controller, camera and
+perception) in the same namespace, or remap the topics in the robot file; the bridge is the same either way.
+The run is then `coda run --arms fleet.yaml` with this namespace in the fleet file.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch_ros.actions import Node
+
+
+def _arm(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
+    share = get_package_share_directory("coda_engine")
+    robot_file = context.launch_configurations["robot_config"] or os.path.join(
+        share, "config", "robots", "panda_fake.yaml")
+    namespace = context.launch_configurations["namespace"]
+    bridge_params = {"robot_config": robot_file, "checkpoint_root": context.launch_configurations["checkpoint_root"]}
+    nodes = [
+        Node(package="coda_engine", executable="arm_bridge", namespace=namespace, parameters=[bridge_params],
+             output="screen"),
+    ]
+    if context.launch_configurations["use_fake"].lower() in ("1", "true", "yes"):
+        fake_params = os.path.join(share, "config", "fake_arm.yaml")
+        nodes.append(Node(package="coda_engine", executable="fake_ros2_control_arm", namespace=namespace,
+                          parameters=[fake_params], output="screen"))
+    return nodes
+
+
+def generate_launch_description() -> LaunchDescription:
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("robot_config", default_value="",
+                                  description="the robot's YAML file (default: the stand-in Panda's)"),
+            DeclareLaunchArgument("namespace", default_value="panda_fake_0", description="namespace of the arm"),
+            DeclareLaunchArgument("checkpoint_root", default_value="", description="policy checkpoint folder"),
+            DeclareLaunchArgument("use_fake", default_value="false",
+                                  description="start fake_ros2_control_arm (MuJoCo) as the arm"),
+            OpaqueFunction(function=_arm),
+        ]
+    )

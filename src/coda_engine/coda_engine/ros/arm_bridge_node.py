@@ -1,0 +1,413 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``arm_bridge`` node: a real arm driven by ros2_control, behind the same ``RunEpisode`` action as ``sim_bridge``.
+
+Run one per arm, in the arm's namespace, with the robot's YAML file
+(``ros2 run coda_engine arm_bridge --ros-args -r __ns:=/panda_lab1 -p robot_config:=/path/robot.yaml``).
+Topic names, joint names, limits and frames come from that file (:class:`coda_engine.real.robot.RobotConfig`).
+
+Reads ``joint_states`` (sensor_msgs/JointState), the perception topic (coda_msgs/ObjectStates: object poses by
+name) and the camera (sensor_msgs/Image); writes the joint trajectory controller topic
+(trajectory_msgs/JointTrajectory, one point per command) and the gripper command topic
+(std_msgs/Float64MultiArray ``[opening m]``); publishes ``scene_request`` (coda_msgs/SceneSpec) when an episode
+needs a scene set up.
+
+- ``run_episode`` (coda_msgs/action/RunEpisode): one episode with a policy version from ``checkpoint_root``
+  (:func:`coda_engine.real.episode.run_real_episode`); versions refused by the sim-first gate, bad scenes and
+  goals sent while an episode runs end REJECTED with the reason.
+- ``arm_command`` (coda_msgs/ArmCommand) in: live control by a ``policy`` node (same action space; gate, IK
+  and safety as in episodes); ignored while an episode runs.
+- ``estop`` (std_srvs/Trigger) and the ``estop`` topic (std_msgs/Bool, true = stop): hold and latch;
+  ``reset_estop`` (std_srvs/Trigger) releases the latch.
+- ``operator_verdict`` (std_srvs/SetBool, data = success): an operator's verdict on the running episode
+  (robots configured with ``success_check: operator``).
+- ``safety_events`` (coda_msgs/SafetyEvent, reliable + transient local, last 1000): every intervention; the loop
+  stores them in memory.
+
+The safety layer (:class:`coda_engine.real.safety.SafetyLayer`) is always on: a watchdog timer at the control
+rate holds the arm when the joint state stream or a live policy goes silent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.duration import Duration
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from coda_engine import policies
+from coda_engine.episodes import STATUS_REJECTED, RecordingConfig
+from coda_engine.real.episode import ArmKinematics, JointReading, PoseReading, run_real_episode
+from coda_engine.real.robot import RobotConfig, RobotConfigError
+from coda_engine.real.safety import Intervention, SafetyLayer, gate_check
+from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
+from coda_engine.ros.images import image_to_msg, msg_to_image
+from coda_engine.ros.spin import run_node
+from coda_engine.sim.scene import Scene
+from coda_msgs.action import RunEpisode
+from coda_msgs.msg import ArmCommand, EpisodeResult, ObjectStates, SafetyEvent, SceneSpec
+
+EVENT_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+"""QoS of ``safety_events``: a memory node started later still gets the recent interventions."""
+
+
+class _BridgeIO:
+    """:class:`coda_engine.real.episode.ArmIO` over the node's topics for one episode."""
+
+    def __init__(self, node: ArmBridgeNode, goal_handle: object, episode_id: str) -> None:
+        self.node, self.goal_handle, self.episode_id = node, goal_handle, episode_id
+        self.started = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep_until(self, t: float) -> None:
+        delay = t - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+    def joints(self) -> JointReading | None:
+        return self.node.joints
+
+    def objects(self) -> PoseReading | None:
+        return self.node.poses
+
+    def camera(self) -> np.ndarray | None:
+        msg = self.node.image
+        return msg_to_image(msg) if msg is not None else None
+
+    def send(self, q: np.ndarray, opening: float, duration: float) -> None:
+        self.node.send(q, opening, duration)
+
+    def request_scene(self, scene: Scene) -> None:
+        self.node.scene_pub.publish(dict_to_msg(SceneSpec, scene.to_dict()))
+
+    def stop_reason(self) -> str:
+        if self.goal_handle.is_cancel_requested:
+            return "goal cancelled"
+        if self.node.safety.latched:
+            return f"e-stop latched ({self.node.safety.latch_reason})"
+        return ""
+
+    def operator_verdict(self) -> bool | None:
+        verdict = self.node.verdict
+        return verdict[1] if verdict is not None and verdict[0] >= self.started else None
+
+    def record(self, intervention: Intervention) -> None:
+        self.node.record(intervention, self.episode_id)
+
+
+class ArmBridgeNode(Node):
+    """One real arm on the ROS graph (see the module docstring)."""
+
+    def __init__(self) -> None:
+        """Load the robot file, create the safety layer and the interfaces."""
+        super().__init__("arm_bridge")
+
+        def param(name: str, default: object, description: str) -> object:
+            return self.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+
+        path = str(param("robot_config", "", "the robot's YAML file (topics, joints, limits, frames, gate)"))
+        root = str(param("checkpoint_root", "", "folder holding policy version folders (empty = expert only)"))
+        self.keyframe_size = int(param("keyframe_size", 64, "keyframe width and height in episode results, px"))
+        if not path:
+            raise RobotConfigError("parameter robot_config is empty: give the robot's YAML file")
+        self.robot = RobotConfig.load(Path(path))
+        self.checkpoint_root = Path(root) if root else None
+        self.safety = SafetyLayer(self.robot.safety, self.robot.control_rate_hz, joint_names=self.robot.joint_names)
+        self.kin = ArmKinematics(self.robot.control_rate_hz)
+        self.period = 1.0 / self.robot.control_rate_hz
+        topics = self.robot.topics
+        self.joints: JointReading | None = None
+        self.poses: PoseReading | None = None
+        self.image: Image | None = None
+        self.verdict: tuple[float, bool] | None = None
+        self.episode_lock = threading.Lock()
+        self.episode_counter = itertools.count()
+        self.event_counter = itertools.count()
+        self.live_version = ""
+        self.live_last: float | None = None
+        self.live_holding = False
+        self.gates: dict[str, bool] = {}
+        self._name_warned: set[str] = set()
+        self.send_lock = threading.Lock()
+
+        inputs = ReentrantCallbackGroup()
+        self.trajectory_pub = self.create_publisher(JointTrajectory, topics.joint_trajectory, 10)
+        self.gripper_pub = self.create_publisher(Float64MultiArray, topics.gripper_command, 10)
+        self.scene_pub = self.create_publisher(SceneSpec, topics.scene_request, 2)
+        self.event_pub = self.create_publisher(SafetyEvent, "safety_events", EVENT_QOS)
+        self.create_subscription(JointState, topics.joint_states, self.on_joint_states, 20, callback_group=inputs)
+        self.create_subscription(ObjectStates, topics.object_poses, self.on_objects, 10, callback_group=inputs)
+        self.create_subscription(Image, topics.camera, self.on_image, 2, callback_group=inputs)
+        control = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(ArmCommand, "arm_command", self.on_arm_command, 10, callback_group=control)
+        self.create_timer(self.period, self.on_watchdog, callback_group=control)
+        services = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(Bool, "estop", self.on_estop_topic, 10, callback_group=services)
+        self.create_service(Trigger, "estop", self.on_estop, callback_group=services)
+        self.create_service(Trigger, "reset_estop", self.on_reset_estop, callback_group=services)
+        self.create_service(SetBool, "operator_verdict", self.on_verdict, callback_group=services)
+        self.action_server = ActionServer(
+            self,
+            RunEpisode,
+            "run_episode",
+            execute_callback=self.execute_episode,
+            goal_callback=lambda goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda handle: CancelResponse.ACCEPT,
+            callback_group=ReentrantCallbackGroup(),
+        )
+        self.get_logger().info(
+            f"arm_bridge {self.robot.robot_id} ready: {self.robot.control_rate_hz:g} Hz, commands on "
+            f"{topics.joint_trajectory}, success by {self.robot.success_check}, "
+            f"gate {self.robot.gate.min_sim_success:.0%} in simulation"
+        )
+
+    # ---------------------------------------------------------------- inputs
+    def on_joint_states(self, msg: JointState) -> None:
+        """Keep the latest arm state in engine order; a message lacking a configured joint is dropped (logged once)."""
+        index = {name: i for i, name in enumerate(msg.name)}
+        wanted = (*self.robot.joint_names, *self.robot.finger_joints)
+        missing = [n for n in wanted if n not in index]
+        if missing or len(msg.position) != len(msg.name):
+            key = ",".join(missing) or "length"
+            if key not in self._name_warned:
+                self._name_warned.add(key)
+                self.get_logger().error(
+                    f"joint_states dropped: lacks {missing}" if missing
+                    else f"joint_states dropped: {len(msg.name)} names but {len(msg.position)} positions"
+                )
+            return
+        q = np.array([msg.position[index[n]] for n in self.robot.joint_names], dtype=np.float64)
+        opening = float(sum(msg.position[index[n]] for n in self.robot.finger_joints))
+        if not (np.all(np.isfinite(q)) and np.isfinite(opening)):
+            self.get_logger().error("joint_states dropped: non-finite position", throttle_duration_sec=5.0)
+            return
+        self.joints = JointReading(time.monotonic(), q, opening)
+
+    def on_objects(self, msg: ObjectStates) -> None:
+        """Keep the latest perceived positions of the visible objects."""
+        positions = {}
+        for obj in msg.objects:
+            p = obj.pose.position
+            value = np.array([p.x, p.y, p.z], dtype=np.float64)
+            if obj.visible and obj.name and np.all(np.isfinite(value)):
+                positions[obj.name] = value
+        self.poses = PoseReading(time.monotonic(), positions)
+
+    def on_image(self, msg: Image) -> None:
+        """Keep the latest camera frame (decoded only when an episode takes a keyframe)."""
+        self.image = msg
+
+    # ---------------------------------------------------------------- commands out
+    def send(self, q: np.ndarray, opening: float, duration: float) -> None:
+        """Publish one trajectory point (the robot's joint names) and the gripper opening."""
+        traj = JointTrajectory()
+        traj.joint_names = list(self.robot.joint_names)
+        point = JointTrajectoryPoint()
+        point.positions = [float(v) for v in q]
+        point.time_from_start = Duration(seconds=duration).to_msg()
+        traj.points = [point]
+        grip = Float64MultiArray()
+        grip.data = [float(min(max(opening, 0.0), self.robot.max_finger_opening))]
+        with self.send_lock:
+            self.trajectory_pub.publish(traj)
+            self.gripper_pub.publish(grip)
+
+    def hold(self) -> None:
+        """Command the measured position (nothing without a joint state)."""
+        joints = self.joints
+        if joints is not None:
+            opening = joints.opening
+            self.send(joints.q, opening, self.period)
+
+    def record(self, intervention: Intervention, episode_id: str = "") -> None:
+        """Publish an intervention on ``safety_events`` and log it."""
+        fields = intervention.to_event(self.robot.robot_id, episode_id)
+        msg = dict_to_msg(SafetyEvent, fields)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.robot.base_frame
+        self.event_pub.publish(msg)
+        self.get_logger().warning(f"safety {intervention.kind}: {intervention.detail} (holding={intervention.holding})")
+
+    # ---------------------------------------------------------------- e-stop and operator
+    def trigger_estop(self, reason: str) -> None:
+        """Hold, latch and record (a second trigger while latched only holds)."""
+        self.hold()
+        if self.safety.latched:
+            return
+        self.record(self.safety.estop(time.monotonic(), reason))
+
+    def on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """``estop`` service: hold and latch."""
+        self.trigger_estop("estop service called")
+        response.success, response.message = True, f"e-stop latched on {self.robot.robot_id}"
+        return response
+
+    def on_estop_topic(self, msg: Bool) -> None:
+        """``estop`` topic: true holds and latches (false does nothing: only ``reset_estop`` releases)."""
+        if msg.data:
+            self.trigger_estop("estop topic")
+
+    def on_reset_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """``reset_estop`` service: release the latch."""
+        was = self.safety.reset()
+        self.live_last = None
+        response.success = True
+        response.message = "e-stop released" if was else "e-stop was not latched"
+        self.get_logger().info(response.message)
+        return response
+
+    def on_verdict(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        """``operator_verdict``: the operator says whether the running (or just finished) episode succeeded."""
+        self.verdict = (time.monotonic(), bool(request.data))
+        response.success, response.message = True, f"verdict {'success' if request.data else 'failure'} noted"
+        return response
+
+    # ---------------------------------------------------------------- live control
+    def gate(self, version: str) -> str:
+        """'' when ``version`` may drive this arm, else the sim-first gate's reason.
+
+        A pass is remembered per version; a refusal is checked again next time (the version's evaluation in
+        simulation may have been written since).
+        """
+        if version in self.gates:
+            return ""
+        folder = self.checkpoint_root / version if (self.checkpoint_root and version) else None
+        refused = gate_check(version, folder, self.robot.gate)
+        if not refused:
+            self.gates[version] = True
+        return refused
+
+    def on_arm_command(self, msg: ArmCommand) -> None:
+        """Live control: gate, IK, safety, then the controller; ignored while an episode runs or e-stop latched."""
+        if self.episode_lock.locked() or self.safety.latched:
+            return
+        now = time.monotonic()
+        refused = self.gate(msg.policy_version)
+        if refused:
+            if msg.policy_version != self.live_version:
+                self.live_version = msg.policy_version
+                self.hold()
+                self.record(Intervention("gate", refused, now))
+            return
+        self.live_version = msg.policy_version
+        joints = self.joints
+        if msg.hold or joints is None:
+            self.live_last = now
+            self.hold()
+            return
+        delta = np.array([msg.delta.x, msg.delta.y, msg.delta.z], dtype=np.float64)
+        tcp = self.kin.tcp(joints.q)
+        if self.live_holding or self.live_last is None:  # (re)starting: displacements from the measured pose
+            self.kin.commander.reset(tcp, joints.q)
+        q_target = self.kin.commander.command(delta, tcp, joints.q)
+        intervention = self.safety.check_command(now, joints.q, q_target, tcp, self.kin.commander.tcp_target)
+        self.live_last = now
+        if intervention is not None:
+            self.hold()
+            self.kin.commander.reset(tcp, joints.q)
+            self.record(intervention)
+            return
+        self.live_holding = False
+        opening = self.robot.max_finger_opening * 0.5 * (1.0 - min(max(float(msg.gripper), -1.0), 1.0))
+        self.send(q_target, opening, self.period)
+
+    def on_watchdog(self) -> None:
+        """Hold once when the state stream or a live policy goes silent (episodes check their own inputs)."""
+        if self.episode_lock.locked() or self.live_last is None or self.live_holding:
+            return
+        now = time.monotonic()
+        joints = self.joints
+        intervention = self.safety.check_watchdog(now, joints.stamp if joints else None, self.live_last)
+        if intervention is not None:
+            self.live_holding = True
+            self.hold()
+            self.record(intervention)
+
+    # ---------------------------------------------------------------- episodes
+    def _rejected(self, goal_handle: object, episode_id: str, error: str) -> RunEpisode.Result:
+        goal = goal_handle.request
+        self.get_logger().error(f"episode {episode_id} rejected: {error}")
+        result = RunEpisode.Result(accepted=False, error=error)
+        result.result = EpisodeResult(episode_id=episode_id, scene_id=goal.scene.scene_id,
+                                      policy_version=goal.policy_version, source=EpisodeResult.SOURCE_REAL,
+                                      robot_id=self.robot.robot_id, status=STATUS_REJECTED, status_detail=error)
+        result.result.header.stamp = self.get_clock().now().to_msg()
+        goal_handle.abort()
+        return result
+
+    def execute_episode(self, goal_handle: object) -> RunEpisode.Result:
+        """Run one episode for a RunEpisode goal (one at a time); invalid goals end REJECTED."""
+        goal = goal_handle.request
+        episode_id = goal.episode_id or f"{self.robot.robot_id}-{next(self.episode_counter):06d}"
+        if not self.episode_lock.acquire(blocking=False):
+            return self._rejected(goal_handle, episode_id, f"{self.robot.robot_id} is running another episode")
+        try:
+            try:
+                scene = Scene.from_dict(msg_to_dict(goal.scene))
+                scene.validate()
+            except (ValueError, KeyError, ConversionError) as exc:
+                return self._rejected(goal_handle, episode_id, f"bad scene: {type(exc).__name__}: {exc}")
+            refused = self.gate(goal.policy_version)
+            if refused:
+                self.record(Intervention("gate", refused, time.monotonic(), holding=False), episode_id)
+                return self._rejected(goal_handle, episode_id, f"sim-first gate: {refused}")
+            if self.safety.latched:
+                return self._rejected(goal_handle, episode_id, f"e-stop latched ({self.safety.latch_reason})")
+            try:
+                act = policies.resolve(goal.policy_version, scene, self.checkpoint_root)
+            except policies.PolicyNotAvailableError as exc:
+                return self._rejected(goal_handle, episode_id, str(exc))
+            feedback = RunEpisode.Feedback()
+
+            def progress(step: int, stage: int, potential: float) -> None:
+                feedback.step, feedback.stage, feedback.potential = step, stage, potential
+                goal_handle.publish_feedback(feedback)
+
+            self.live_last, self.live_holding = None, False
+            episode = run_real_episode(
+                _BridgeIO(self, goal_handle, episode_id), scene, act, robot=self.robot, safety=self.safety,
+                kinematics=self.kin, episode_id=episode_id, policy_version=goal.policy_version,
+                max_steps=goal.max_steps,
+                recording=RecordingConfig(keyframes=goal.record_keyframes, keyframe_size=self.keyframe_size,
+                                          privileged_objects=False),
+                progress=progress,
+            )
+        finally:
+            self.episode_lock.release()
+        result = RunEpisode.Result(accepted=True)
+        result.result = dict_to_msg(EpisodeResult, episode.to_result_dict())
+        result.result.header.stamp = self.get_clock().now().to_msg()
+        result.result.keyframes = [image_to_msg(f, frame_id=self.robot.camera_frame) for f in episode.keyframes]
+        if goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.succeed()
+        self.get_logger().info(
+            f"episode {episode_id} in {scene.scene_id}: status={episode.status} success={episode.success} "
+            f"steps={episode.steps} stage={episode.stage_reached}/{episode.num_stages} {episode.status_detail}"
+        )
+        return result
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the node with a multi-threaded executor until shutdown."""
+    run_node(ArmBridgeNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=4))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The ``arm_bridge`` node against ``fake_ros2_control_arm``, each its own process, over DDS.
+
+The stand-in speaks only what a ros2_control Panda speaks (joint_states, a joint trajectory controller topic, a
+gripper command topic, camera, perception), so these tests exercise the wire protocol a real arm uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from coda_engine.sim.generator import generate_seeded
+from coda_engine.sim.scene import SceneParams
+
+pytestmark = pytest.mark.ros
+
+ROBOT_FILE = Path(__file__).resolve().parents[1] / "config" / "robots" / "panda_fake.yaml"
+NS = "panda_fake_0"
+
+
+def robot_file(tmp_path: Path, name: str = "robot.yaml", **safety: Any) -> Path:
+    """Write the stand-in's robot file with some safety fields changed; return its path."""
+    data = yaml.safe_load(ROBOT_FILE.read_text())
+    data.setdefault("safety", {}).update(safety)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class Probe:
+    """This test's side of the graph: the policy's and the operator's ends of the bridge, and the arm's state."""
+
+    def __init__(self, node: Any) -> None:
+        """Create the subscriptions, publishers and clients on ``node``."""
+        from rclpy.action import ActionClient
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Bool
+        from std_srvs.srv import Trigger
+
+        from coda_msgs.action import RunEpisode
+        from coda_msgs.msg import ArmCommand, SafetyEvent
+
+        self.node = node
+        self.q: np.ndarray | None = None
+        self.events: list[Any] = []
+        node.create_subscription(JointState, f"/{NS}/joint_states", self._on_joints, 10)
+        node.create_subscription(SafetyEvent, f"/{NS}/safety_events", self.events.append,
+                                 QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                                            durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.commands = node.create_publisher(ArmCommand, f"/{NS}/arm_command", 10)
+        self.estop_topic = node.create_publisher(Bool, f"/{NS}/estop", 10)
+        self.estop = node.create_client(Trigger, f"/{NS}/estop")
+        self.reset = node.create_client(Trigger, f"/{NS}/reset_estop")
+        self.episodes = ActionClient(node, RunEpisode, f"/{NS}/run_episode")
+
+    def _on_joints(self, msg: Any) -> None:
+        self.q = np.array(msg.position[:7])
+
+    def spin(self, seconds: float, done: Any = None) -> bool:
+        """Spin for ``seconds``, or until ``done()``; return ``done()`` (True without one)."""
+        from coda_engine.ros.spin import spin_until
+
+        if done is None:
+            spin_until(self.node, lambda: False, seconds)
+            return True
+        return spin_until(self.node, done, seconds)
+
+    def command(self, dx: float = 0.0, dy: float = 0.0, dz: float = 0.0, version: str = "expert") -> None:
+        from coda_msgs.msg import ArmCommand
+
+        msg = ArmCommand(policy_version=version, gripper=-1.0)
+        msg.delta.x, msg.delta.y, msg.delta.z = dx, dy, dz
+        self.commands.publish(msg)
+
+    def drive(self, seconds: float, **delta: float) -> None:
+        """Publish the same command at 10 Hz for ``seconds``."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.command(**delta)
+            self.spin(0.1)
+
+    def call(self, client: Any) -> Any:
+        from std_srvs.srv import Trigger
+
+        assert self.spin(20.0, client.service_is_ready), f"{client.srv_name} not available"
+        future = client.call_async(Trigger.Request())
+        assert self.spin(10.0, future.done)
+        return future.result()
+
+    def run_episode(self, scene: Any, version: str = "expert", timeout: float = 60.0) -> Any:
+        from coda_engine.ros.convert import dict_to_msg
+        from coda_msgs.action import RunEpisode
+        from coda_msgs.msg import SceneSpec
+
+        assert self.spin(20.0, self.episodes.server_is_ready), "run_episode server not available"
+        goal = RunEpisode.Goal(scene=dict_to_msg(SceneSpec, scene.to_dict()), policy_version=version,
+                               record_keyframes=True)
+        sent = self.episodes.send_goal_async(goal)
+        assert self.spin(10.0, sent.done)
+        result = sent.result().get_result_async()
+        assert self.spin(timeout, result.done), "episode did not finish"
+        return result.result().result
+
+    def wait_for_event(self, kind: str, timeout: float = 5.0) -> Any:
+        assert self.spin(timeout, lambda: any(e.kind == kind for e in self.events)), (
+            f"no {kind} event; got {[(e.kind, e.detail) for e in self.events]}")
+        return next(e for e in self.events if e.kind == kind)
+
+    def holds(self, seconds: float = 1.0, **delta: float) -> float:
+        """Largest joint motion (rad) over ``seconds`` while commands keep coming (they must not move the arm)."""
+        self.spin(0.3)
+        before = self.q.copy()
+        self.drive(seconds, **(delta or {"dx": 0.03}))
+        return float(np.max(np.abs(self.q - before)))
+
+
+def start_arm(start_process: Any) -> Any:
+    return start_process([sys.executable, "-m", "coda_engine.ros.fake_arm_node", "--ros-args", "-r", f"__ns:=/{NS}"])
+
+
+def start_bridge(start_process: Any, robot: Path, checkpoint_root: Path | None = None) -> Any:
+    cmd = [sys.executable, "-m", "coda_engine.ros.arm_bridge_node", "--ros-args", "-r", f"__ns:=/{NS}",
+           "-p", f"robot_config:={robot}"]
+    if checkpoint_root is not None:
+        cmd += ["-p", f"checkpoint_root:={checkpoint_root}"]
+    return start_process(cmd)
+
+
+def test_bridge_drives_the_stand_in_through_full_episodes(tmp_path: Path, start_process: Any,
+                                                          rclpy_node: Any) -> None:
+    from coda_critic.episode_input import SceneBook, episode_from_result
+    from coda_engine.ros.convert import msg_to_dict
+    from coda_engine.ros.images import msg_to_image
+
+    start_arm(start_process)
+    bridge = start_bridge(start_process, ROBOT_FILE, tmp_path)
+    probe = Probe(rclpy_node)
+    book = SceneBook()
+    for family, seed in (("reach", 11), ("pick_place", 12)):
+        scene = generate_seeded(family, seed, SceneParams())
+        book.add(scene.to_dict())
+        response = probe.run_episode(scene)
+        result = response.result
+        assert response.accepted, response.error
+        assert result.status == result.STATUS_COMPLETED, result.status_detail
+        assert result.success, f"{family}: the expert on perceived state failed ({result.length} steps)"
+        assert result.source == result.SOURCE_REAL and result.robot_id == NS
+        assert result.keyframes and all(s.objects == [] for s in result.trajectory)
+        data = msg_to_dict(result)
+        data["keyframes"] = [msg_to_image(m) for m in result.keyframes]
+        assert episode_from_result(data, book).success  # what the learned critic reads is complete
+
+    # the sim-first gate: an unknown version and one evaluated below the robot's threshold are refused
+    response = probe.run_episode(generate_seeded("reach", 13, SceneParams()), version="v-never-evaluated")
+    assert not response.accepted and "sim-first gate" in response.error
+    assert response.result.status == response.result.STATUS_REJECTED
+    assert probe.wait_for_event("gate").robot_id == NS
+    # bad goals are answered and the node keeps serving
+    bad = generate_seeded("reach", 14, SceneParams())
+    response = probe.run_episode(dataclasses.replace(bad, target_object="no_such_object"))
+    assert not response.accepted and "bad scene" in response.error
+    assert bridge.poll() is None
+
+
+@pytest.mark.parametrize("kind,safety,delta", [
+    ("max_step", {"max_step": 0.01}, {"dx": 0.03}),
+    ("workspace", {"workspace_high": [0.85, 0.5, 0.2]}, {"dx": 0.01}),
+    ("velocity_limit", {"max_joint_velocity": [0.05] * 7}, {"dy": 0.03}),
+    ("joint_limit", {"joint_lower": [-0.05, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973],
+                     "joint_upper": [0.05, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973]}, {"dy": 0.05}),
+])
+def test_each_safety_limit_triggers_and_the_arm_holds(tmp_path: Path, start_process: Any, rclpy_node: Any,
+                                                      kind: str, safety: dict, delta: dict) -> None:
+    start_arm(start_process)
+    start_bridge(start_process, robot_file(tmp_path, **safety))
+    probe = Probe(rclpy_node)
+    assert probe.spin(20.0, lambda: probe.q is not None and probe.commands.get_subscription_count() > 0)
+    if kind == "joint_limit":
+        probe.drive(1.0, dy=0.05)  # a few commands first: joint 1 leaves its tight band
+    else:
+        probe.command(**delta)
+    event = probe.wait_for_event(kind)
+    assert event.holding and event.robot_id == NS and event.detail
+    assert probe.holds(**delta) < 0.02  # later commands in the same direction are refused too
+
+
+def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, rclpy_node: Any) -> None:
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    start_arm(start_process)
+    start_bridge(start_process, ROBOT_FILE)
+    probe = Probe(rclpy_node)
+    assert probe.spin(20.0, lambda: probe.q is not None and probe.commands.get_subscription_count() > 0)
+    start = probe.q.copy()
+    probe.drive(1.0, dx=0.02)
+    assert np.max(np.abs(probe.q - start)) > 0.02, "live commands did not move the arm"
+    # the policy goes silent: the watchdog holds
+    event = probe.wait_for_event("watchdog", timeout=3.0)
+    assert "silent" in event.detail and event.holding
+    # e-stop over the service: latched until reset, commands refused meanwhile
+    assert probe.call(probe.estop).success
+    assert probe.wait_for_event("estop").holding
+    assert probe.holds() < 0.02
+    response = probe.run_episode(generate_seeded("reach", 21, SceneParams()))
+    assert not response.accepted and "e-stop" in response.error
+    assert probe.call(probe.reset).success
+    before = probe.q.copy()
+    probe.drive(1.0, dx=-0.02)
+    assert np.max(np.abs(probe.q - before)) > 0.02, "commands after reset_estop did not move the arm"
+    # e-stop over the topic latches the same way
+    from std_msgs.msg import Bool
+
+    probe.events.clear()
+    probe.estop_topic.publish(Bool(data=True))
+    probe.wait_for_event("estop")
+    assert probe.holds() < 0.02
+    assert probe.call(probe.reset).success
+    # the arm's state stream goes silent (the driver drops every message): the watchdog holds
+    client = rclpy_node.create_client(SetParameters, f"/{NS}/fake_ros2_control_arm/set_parameters")
+    assert probe.spin(10.0, client.service_is_ready)
+    probe.events.clear()
+    probe.drive(0.5, dx=0.01)
+    value = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=1.0)
+    future = client.call_async(SetParameters.Request(parameters=[Parameter(name="drop_rate", value=value)]))
+    assert probe.spin(5.0, future.done) and future.result().results[0].successful
+    probe.drive(1.5, dx=0.01)
+    event = probe.wait_for_event("watchdog")
+    assert "joint" in event.detail or "state" in event.detail, event.detail
+
+
+def test_killed_stand_in_mid_episode_is_recorded_and_rescheduled(tmp_path: Path, start_process: Any,
+                                                                 rclpy_node: Any) -> None:
+    from coda_engine.loop.workers import EpisodeRunner
+    from coda_engine.real.fleet import ArmSpec
+
+    arm = start_arm(start_process)
+    start_bridge(start_process, ROBOT_FILE)
+    probe = Probe(rclpy_node)
+    assert probe.spin(20.0, lambda: probe.q is not None and probe.episodes.server_is_ready())
+    runner = EpisodeRunner(1, tmp_path, rclpy_node, arms=[ArmSpec(robot_id=NS, episodes_per_round=2)])
+    scenes = [generate_seeded("pick_place", 30 + i, SceneParams()) for i in range(3)]
+    jobs = [(s, f"r001-e{i:04d}") for i, s in enumerate(scenes)]
+    killer = threading.Timer(6.0, arm.kill)  # mid-way through the first real episode (set-up + home take ~2 s)
+    killer.start()
+    try:
+        episodes = runner.run(jobs, "expert", real={NS: 2})
+    finally:
+        killer.cancel()
+        runner.close()
+    assert [e.scene.scene_id for e in episodes] == [s.scene_id for s in scenes]  # nothing lost
+    assert all(e.status == 0 for e in episodes)
+    assert len(runner.unfinished) == 1
+    aborted = runner.unfinished[0]
+    assert aborted.status == 1 and aborted.episode_id == "r001-e0000" and aborted.robot_id == NS
+    assert "watchdog" in aborted.status_detail, aborted.status_detail
+    assert episodes[0].episode_id == "r001-e0000-retry1" and episodes[0].robot_id.startswith("local_")
+    assert NS in runner.arm_notes and "ABORTED" in runner.arm_notes[NS]
+    assert any(e["kind"] == "watchdog" for e in runner.safety_events.values())
