@@ -33,6 +33,7 @@ setup(
             "memory = coda_engine.ros.memory_node:main",
             "scene_generator = coda_engine.ros.scene_generator_node:main",
             "sim_bridge = coda_engine.ros.sim_bridge_node:main",
+            "fake_ros2_control_arm = coda_engine.ros.fake_arm_node:main",
             "coda_loop = coda_engine.ros.loop_node:main",
         ],
     },
