@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -249,16 +248,25 @@ def test_killed_stand_in_mid_episode_is_recorded_and_rescheduled(tmp_path: Path,
     start_bridge(start_process, ROBOT_FILE)
     probe = Probe(rclpy_node)
     assert probe.spin(20.0, lambda: probe.q is not None and probe.episodes.server_is_ready())
+    from trajectory_msgs.msg import JointTrajectory
+
+    sent = []
+
+    def kill_mid_episode(msg: JointTrajectory) -> None:  # the 20th command of the first episode: the arm dies
+        sent.append(1)
+        if len(sent) == 20:
+            arm.kill()
+
+    rclpy_node.create_subscription(JointTrajectory, f"/{NS}/joint_trajectory_controller/joint_trajectory",
+                                   kill_mid_episode, 50)
     runner = EpisodeRunner(1, tmp_path, rclpy_node, arms=[ArmSpec(robot_id=NS, episodes_per_round=2)])
     scenes = [generate_seeded("pick_place", 30 + i, SceneParams()) for i in range(3)]
     jobs = [(s, f"r001-e{i:04d}") for i, s in enumerate(scenes)]
-    killer = threading.Timer(6.0, arm.kill)  # mid-way through the first real episode (set-up + home take ~2 s)
-    killer.start()
     try:
         episodes = runner.run(jobs, "expert", real={NS: 2})
     finally:
-        killer.cancel()
         runner.close()
+    assert arm.poll() is not None, "the stand-in was not killed"
     assert [e.scene.scene_id for e in episodes] == [s.scene_id for s in scenes]  # nothing lost
     assert all(e.status == 0 for e in episodes)
     assert len(runner.unfinished) == 1

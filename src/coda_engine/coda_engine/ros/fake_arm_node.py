@@ -53,6 +53,7 @@ from coda_engine.ros.spin import run_node
 from coda_engine.sim import panda
 from coda_engine.sim.arm import ArmConfig, SimArm
 from coda_engine.sim.generator import generate_seeded
+from coda_engine.sim.model import scene_model
 from coda_engine.sim.scene import Scene, SceneParams
 from coda_msgs.msg import ObjectStates, SceneSpec
 
@@ -407,6 +408,8 @@ class FakeArmNode(Node):
         """Set a requested scene up: load its objects, keep the arm's joint positions."""
         try:
             scene = Scene.from_dict(msg_to_dict(msg))
+            scene.validate()
+            scene_model(scene)  # compile here (cached): the physics thread only swaps the model in
             self.on_sim(self._load, scene)
         except (ValueError, KeyError, TypeError, ConversionError) as exc:
             self.get_logger().error(f"scene_request {msg.scene_id!r} rejected: {type(exc).__name__}: {exc}")
