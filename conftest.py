@@ -11,6 +11,7 @@ is kept on this host.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import signal
 import subprocess
@@ -26,6 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parent
 # Domain ids 1..100 keep Fast DDS's port numbers well below the ephemeral range.
 DOMAIN_IDS = range(1, 101)
 LOCK_DIR = Path(os.environ.get("CODA_LOCK_DIR", "/tmp"))
+_DOMAIN_TURN = itertools.count()
 
 
 @pytest.fixture
@@ -37,7 +39,9 @@ def repo_root() -> Path:
 @pytest.fixture
 def ros_domain(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     """Reserve a free ROS_DOMAIN_ID for this test and export it (with localhost-only discovery)."""
-    start = (os.getpid() * 7) % len(DOMAIN_IDS)
+    # A different id for each test of a session: a participant killed by one test (its shared-memory ports and
+    # discovery leases outlive it for a while) never meets the next test's processes.
+    start = (os.getpid() * 7 + next(_DOMAIN_TURN) * 37) % len(DOMAIN_IDS)
     for i in range(len(DOMAIN_IDS)):
         domain_id = DOMAIN_IDS[(start + i) % len(DOMAIN_IDS)]
         handle = open(LOCK_DIR / f"coda-ros-domain-{domain_id}.lock", "w")  # noqa: SIM115 - held until teardown

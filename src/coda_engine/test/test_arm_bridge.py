@@ -244,7 +244,7 @@ def test_killed_stand_in_mid_episode_is_recorded_and_rescheduled(tmp_path: Path,
     from coda_engine.loop.workers import EpisodeRunner
     from coda_engine.real.fleet import ArmSpec
 
-    arm = start_arm(start_process)
+    arm = start_arm(start_process)  # SIGKILLed below (conftest gives the next test another domain id)
     start_bridge(start_process, ROBOT_FILE)
     probe = Probe(rclpy_node)
     assert probe.spin(20.0, lambda: probe.q is not None and probe.episodes.server_is_ready())
