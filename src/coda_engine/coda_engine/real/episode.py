@@ -261,7 +261,7 @@ class _Episode:
         deadline = io.now() + self.robot.home_timeout_s
         tick = io.now()
         for k in range(1, ticks + 1):
-            joints, _, reason = self.fresh_inputs_joints_only()
+            joints, reason = self.fresh_joints()
             if reason:
                 return reason
             q = start + (kin.home - start) * (k / ticks)
@@ -272,7 +272,7 @@ class _Episode:
             tick += 1.0 / self.rate
             io.sleep_until(tick)
         while True:
-            joints, _, reason = self.fresh_inputs_joints_only()
+            joints, reason = self.fresh_joints()
             if reason:
                 return reason
             error = float(np.max(np.abs(joints.q - kin.home)))
@@ -287,19 +287,19 @@ class _Episode:
             tick += 1.0 / self.rate
             io.sleep_until(tick)
 
-    def fresh_inputs_joints_only(self) -> tuple[JointReading, None, str]:
+    def fresh_joints(self) -> tuple[JointReading, str]:
         """Latest joint state, or the reason (after a watchdog intervention or a stop) it cannot be used."""
         io = self.io
         reason = io.stop_reason()
         joints = io.joints()
         if reason:
             self.hold(joints)
-            return joints, None, reason
+            return joints, reason
         watchdog = self.safety.check_watchdog(io.now(), joints.stamp if joints else None, None)
         if watchdog is not None:
-            return joints, None, self.intervene(watchdog, joints)
+            return joints, self.intervene(watchdog, joints)
         assert joints is not None
-        return joints, None, ""
+        return joints, ""
 
 
 def resize_nearest(frame: np.ndarray, size: int) -> np.ndarray:
@@ -378,7 +378,7 @@ def run_real_episode(
             if check is not None:
                 status, detail = STATUS_ABORTED, ep.intervene(check, joints)
                 break
-            ep.opening_cmd = robot.max_finger_opening * 0.5 * (1.0 - min(max(float(action[3]), -1.0), 1.0))
+            ep.opening_cmd = robot.opening(action[3])
             io.send(q_target, ep.opening_cmd, period)
             tick += period
             io.sleep_until(tick)

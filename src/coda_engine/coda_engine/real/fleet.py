@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
+from coda_engine.real.robot import read_yaml
 
 _WINDOW = re.compile(r"^(\d{1,2}):(\d{2})-(\d{1,2}):(\d{2})$")
 
@@ -93,14 +93,7 @@ class Fleet:
     @classmethod
     def load(cls, path: Path) -> Fleet:
         """Read a fleet YAML file; :class:`FleetError` names the file and field of any problem."""
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise FleetError(f"{path}: cannot read the fleet file ({exc.strerror})") from exc
-        except yaml.YAMLError as exc:
-            raise FleetError(f"{path}: not valid YAML ({exc})") from exc
-        return cls.from_dict(data or {}, str(path))
+        return cls.from_dict(read_yaml(Path(path), "fleet file", FleetError), str(path))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "fleet") -> Fleet:

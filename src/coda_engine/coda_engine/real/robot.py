@@ -53,6 +53,17 @@ _TOPIC = re.compile(r"(/|~/)?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
 _FRAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 
 
+def read_yaml(path: Path, what: str, error: type[ValueError]) -> Any:
+    """Parse a YAML file ({} when empty); raise ``error`` naming the file when it cannot be read or parsed."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror or exc})") from exc
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: not valid YAML ({exc})") from exc
+    return {} if data is None else data
+
+
 class RobotConfigError(ValueError):
     """A robot configuration that cannot be used; the message names the source and the dotted field."""
 
@@ -231,14 +242,11 @@ class RobotConfig:
     @classmethod
     def load(cls, path: Path) -> RobotConfig:
         """Read a robot YAML file; :class:`RobotConfigError` names the file and the field of any problem."""
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise RobotConfigError(f"{path}: cannot read the robot file ({exc.strerror or exc})") from exc
-        except yaml.YAMLError as exc:
-            raise RobotConfigError(f"{path}: not valid YAML ({exc})") from exc
-        return cls.from_dict(data if data is not None else {}, str(path))
+        return cls.from_dict(read_yaml(Path(path), "robot file", RobotConfigError), str(path))
+
+    def opening(self, gripper: float) -> float:
+        """Finger opening (m) for a policy gripper command in [-1, 1] (-1 open, +1 closed), as in simulation."""
+        return self.max_finger_opening * 0.5 * (1.0 - min(max(float(gripper), -1.0), 1.0))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as it would be written in a robot file (``from_dict(to_dict())`` gives it back)."""

@@ -323,8 +323,7 @@ class ArmBridgeNode(Node):
             self.record(intervention)
             return
         self.live_holding = False
-        opening = self.robot.max_finger_opening * 0.5 * (1.0 - min(max(float(msg.gripper), -1.0), 1.0))
-        self.send(q_target, opening, self.period)
+        self.send(q_target, self.robot.opening(msg.gripper), self.period)
 
     def on_watchdog(self) -> None:
         """Hold once when the state stream or a live policy goes silent (episodes check their own inputs)."""
