@@ -116,6 +116,11 @@ def test_memory_node_announces_history_and_new_writes_and_answers_queries(
     progress_answer = call(rclpy_node, client, QueryMemory.Request(query="progress", round_min=1, round_max=-1))
     assert progress_answer.success, progress_answer.error
     assert [row["success"] for row in json.loads(progress_answer.result_json)["progress"]] == [0.5]
+    # the message defaults (round_min = round_max = -1) put no bound on rounds
+    assert (QueryMemory.Request().round_min, QueryMemory.Request().round_max) == (-1, -1)
+    every_round = call(rclpy_node, client, QueryMemory.Request(query="progress"))
+    assert every_round.success, every_round.error
+    assert sorted(row["round"] for row in json.loads(every_round.result_json)["progress"]) == [0, 1]
     bad = {
         "query='closest' is not a query kind; allowed: records": QueryMemory.Request(query="closest"),
         "kind='robot' is not a record kind": QueryMemory.Request(query="records", kind="robot"),
@@ -130,7 +135,7 @@ def test_memory_node_announces_history_and_new_writes_and_answers_queries(
         answer = call(rclpy_node, client, request)
         assert not answer.success and expected in answer.error, answer.error
         assert not answer.records
-    again = call(rclpy_node, client, QueryMemory.Request(query="records", limit=2, round_min=-1, round_max=-1))
+    again = call(rclpy_node, client, QueryMemory.Request(query="records", limit=2))
     assert again.success and [r.sequence for r in again.records] == [6, 5]
     assert proc.poll() is None, "the node stopped"
     store.close()

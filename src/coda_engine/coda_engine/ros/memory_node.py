@@ -3,9 +3,10 @@
 """``memory`` node: announces every write to a run's memory and answers queries about it.
 
     ros2 run coda_engine memory --ros-args -p db_path:=runs/<id>/memory.db
-    ros2 service call /query_memory coda_msgs/srv/QueryMemory "{query: progress, round_min: -1, round_max: -1}"
+    ros2 service call /query_memory coda_msgs/srv/QueryMemory "{query: progress}"
+    ros2 service call /query_memory coda_msgs/srv/QueryMemory "{query: records, kind: diagnosis, round_min: 2}"
 
-(``round_min``/``round_max`` -1 means no bound; the message default 0 asks for round 0 only.)
+(``round_min``/``round_max`` default to -1, no bound.)
 
 Interfaces (relative to the node's namespace):
 
