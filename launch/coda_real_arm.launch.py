@@ -1,10 +1,16 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""One real arm for the loop: its ``arm_bridge`` and, with ``use_fake:=true``, the MuJoCo stand-in arm.
+"""One real arm: its ``arm_bridge``, with ``use_fake:=true`` the MuJoCo stand-in, with ``policy:=true`` a live policy.
 
     ros2 launch launch/coda_real_arm.launch.py robot_config:=/path/panda_lab1.yaml namespace:=panda_lab1
         checkpoint_root:=/path/runs/<id>/checkpoints   (one command line)
     ros2 launch launch/coda_real_arm.launch.py use_fake:=true          # fake_ros2_control_arm as the arm
+    ros2 launch launch/coda_real_arm.launch.py use_fake:=true policy:=true checkpoint_root:=/path/runs/<id>/checkpoints
+        policy_version:=r003-bc family:=reach                          # then: ros2 topic pub --once
+        /panda_fake_0/instruction std_msgs/String "{data: 'touch the red cube'}"
+
+With ``policy:=true`` a ``policy`` node reads the same robot file (joint names, topics, control rate) and commands the
+arm through the bridge's ``arm_command`` (the sim-first gate, IK and the safety layer apply as in episodes).
 
 On a robot, start its ros2_control driver (joint trajectory controller, gripper controller, camera and
 perception) in the same namespace, or remap the topics in the robot file; the bridge is the same either way.
@@ -33,6 +39,12 @@ def _arm(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
         fake_params = os.path.join(share, "config", "fake_arm.yaml")
         nodes.append(Node(package="coda_engine", executable="fake_ros2_control_arm", namespace=namespace,
                           parameters=[fake_params], output="screen"))
+    if context.launch_configurations["policy"].lower() in ("1", "true", "yes"):
+        conf = context.launch_configurations
+        policy_params = {"robot_config": robot_file, "checkpoint_root": conf["checkpoint_root"],
+                         "initial_version": conf["policy_version"], "family": conf["family"]}
+        nodes.append(Node(package="coda_policy", executable="policy", namespace=namespace,
+                          parameters=[policy_params], output="screen"))
     return nodes
 
 
@@ -45,6 +57,12 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("checkpoint_root", default_value="", description="policy checkpoint folder"),
             DeclareLaunchArgument("use_fake", default_value="false",
                                   description="start fake_ros2_control_arm (MuJoCo) as the arm"),
+            DeclareLaunchArgument("policy", default_value="false",
+                                  description="start a policy node that drives the arm live through the bridge"),
+            DeclareLaunchArgument("policy_version", default_value="",
+                                  description="version folder under checkpoint_root the policy node loads"),
+            DeclareLaunchArgument("family", default_value="reach",
+                                  description="task family whose staged program the policy node tracks"),
             OpaqueFunction(function=_arm),
         ]
     )

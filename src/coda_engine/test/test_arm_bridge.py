@@ -27,9 +27,10 @@ ROBOT_FILE = Path(__file__).resolve().parents[1] / "config" / "robots" / "panda_
 NS = "panda_fake_0"
 
 
-def robot_file(tmp_path: Path, name: str = "robot.yaml", **safety: Any) -> Path:
-    """Write the stand-in's robot file with some safety fields changed; return its path."""
+def robot_file(tmp_path: Path, name: str = "robot.yaml", top: dict | None = None, **safety: Any) -> Path:
+    """Write the stand-in's robot file with some top-level (``top``) and safety fields changed; return its path."""
     data = yaml.safe_load(ROBOT_FILE.read_text())
+    data.update(top or {})
     data.setdefault("safety", {}).update(safety)
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data))
@@ -78,7 +79,7 @@ class Probe:
     def command(self, dx: float = 0.0, dy: float = 0.0, dz: float = 0.0, version: str = "expert") -> None:
         from coda_msgs.msg import ArmCommand
 
-        msg = ArmCommand(policy_version=version, gripper=-1.0)
+        msg = ArmCommand(policy_version=version, gripper=1.0)  # open
         msg.delta.x, msg.delta.y, msg.delta.z = dx, dy, dz
         self.commands.publish(msg)
 
@@ -97,7 +98,8 @@ class Probe:
         assert self.spin(10.0, future.done)
         return future.result()
 
-    def run_episode(self, scene: Any, version: str = "expert", timeout: float = 60.0) -> Any:
+    def start_episode(self, scene: Any, version: str = "expert") -> Any:
+        """Send a RunEpisode goal; return the future of its result."""
         from coda_engine.ros.convert import dict_to_msg
         from coda_msgs.action import RunEpisode
         from coda_msgs.msg import SceneSpec
@@ -107,7 +109,10 @@ class Probe:
                                record_keyframes=True)
         sent = self.episodes.send_goal_async(goal)
         assert self.spin(10.0, sent.done)
-        result = sent.result().get_result_async()
+        return sent.result().get_result_async()
+
+    def run_episode(self, scene: Any, version: str = "expert", timeout: float = 60.0) -> Any:
+        result = self.start_episode(scene, version)
         assert self.spin(timeout, result.done), "episode did not finish"
         return result.result().result
 
@@ -192,6 +197,7 @@ def test_each_safety_limit_triggers_and_the_arm_holds(tmp_path: Path, start_proc
     event = probe.wait_for_event(kind)
     assert event.holding and event.robot_id == NS and event.detail
     assert probe.holds(**delta) < 0.02  # later commands in the same direction are refused too
+    assert sum(e.kind == kind for e in probe.events) == 1, "each refused command was reported again"
 
 
 def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, rclpy_node: Any) -> None:
@@ -237,6 +243,37 @@ def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, r
     probe.drive(1.5, dx=0.01)
     event = probe.wait_for_event("watchdog")
     assert "joint" in event.detail or "state" in event.detail, event.detail
+
+
+def test_operator_verdicts_over_ros_decide_episodes(tmp_path: Path, start_process: Any, rclpy_node: Any) -> None:
+    from std_srvs.srv import SetBool
+    from trajectory_msgs.msg import JointTrajectory
+
+    from coda_engine.sim.families import get_family
+
+    start_arm(start_process)
+    start_bridge(start_process, robot_file(tmp_path, top={"success_check": "operator", "operator_timeout_s": 30.0}))
+    probe = Probe(rclpy_node)
+    sent: list[int] = []
+    rclpy_node.create_subscription(JointTrajectory, f"/{NS}/joint_trajectory_controller/joint_trajectory",
+                                   lambda msg: sent.append(1), 50)
+    verdict = rclpy_node.create_client(SetBool, f"/{NS}/operator_verdict")
+    assert probe.spin(20.0, verdict.service_is_ready), "operator_verdict not available"
+    for seed, says in ((41, False), (42, True)):
+        scene = generate_seeded("reach", seed, SceneParams())
+        before = len(sent)
+        pending = probe.start_episode(scene)
+        # the operator speaks a few commands into the control loop (homing sends commands too)
+        assert probe.spin(30.0, lambda n=before + 25: len(sent) >= n), "the bridge sent no commands"
+        answer = verdict.call_async(SetBool.Request(data=says))
+        assert probe.spin(10.0, answer.done) and answer.result().success
+        assert probe.spin(30.0, pending.done), "the verdict did not end the episode"
+        response = pending.result().result
+        assert response.accepted, response.error
+        result = response.result
+        assert result.status == result.STATUS_COMPLETED, result.status_detail
+        assert result.success is says, f"operator said {says}, result says {result.success}"
+        assert 0 < result.length < get_family("reach").max_steps, "the verdict should end the episode early"
 
 
 def test_killed_stand_in_mid_episode_is_recorded_and_rescheduled(tmp_path: Path, start_process: Any,

@@ -17,7 +17,14 @@ import pytest
 
 from coda_engine.episodes import SOURCE_REAL, STATUS_ABORTED, STATUS_COMPLETED, STATUS_REJECTED, run_recorded_episode
 from coda_engine.policies import resolve
-from coda_engine.real.episode import ArmKinematics, JointReading, PoseReading, resize_nearest, run_real_episode
+from coda_engine.real.episode import (
+    SCENE_REQUEST_REPEAT_S,
+    ArmKinematics,
+    JointReading,
+    PoseReading,
+    resize_nearest,
+    run_real_episode,
+)
 from coda_engine.real.robot import RobotConfig
 from coda_engine.real.safety import Intervention, SafetyLayer
 from coda_engine.sim.arm import SimArm
@@ -44,6 +51,8 @@ class PhysicsIO:
         self.stop = ""
         self.verdict: bool | None = None
         self.set_up = True
+        self.requests = 0
+        self.lost_requests = 0  # this many first scene requests never reach the cell
 
     def now(self) -> float:
         return self.t
@@ -77,7 +86,8 @@ class PhysicsIO:
         self.sent.append(self.q_cmd.copy())
 
     def request_scene(self, scene: Scene) -> None:
-        if self.set_up:
+        self.requests += 1
+        if self.set_up and self.requests > self.lost_requests:
             self.arm.reset(scene)
 
     def stop_reason(self) -> str:
@@ -219,6 +229,19 @@ def test_scene_never_set_up_is_rejected_naming_the_objects(arm: SimArm, kinemati
     assert result.status == STATUS_REJECTED
     assert "not set up within 2 s" in result.status_detail and scene.target_object in result.status_detail
     assert result.steps == 0 and io.sent == []
+
+
+def test_a_lost_scene_request_is_sent_again(arm: SimArm, kinematics: ArmKinematics) -> None:
+    scene = generate_seeded("reach", 12, SceneParams())
+    names = {o.name for o in scene.objects}
+    others = (generate_seeded("push", seed, SceneParams()) for seed in range(100))
+    before = next(other for other in others if not names & {o.name for o in other.objects})
+    arm.reset(before)  # the cell holds other objects until a request gets through
+    io = PhysicsIO(arm)
+    io.lost_requests = 2  # e.g. published before the cell's subscriber had matched
+    result = episode(io, scene, kinematics, robot_with(scene_setup_timeout_s=10.0))
+    assert result.status == STATUS_COMPLETED and result.success, result.status_detail
+    assert io.requests == 3 and io.t >= 2 * SCENE_REQUEST_REPEAT_S
 
 
 def test_operator_verdict_decides_success(arm: SimArm, kinematics: ArmKinematics) -> None:

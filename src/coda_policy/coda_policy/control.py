@@ -107,8 +107,12 @@ class Command:
 class PandaKinematics:
     """Forward kinematics of the engine's Panda model: joint positions -> tool centre point, finger opening."""
 
-    def __init__(self) -> None:
-        """Build the model once (no objects)."""
+    def __init__(self, joint_names: Sequence[str] = (), finger_joints: Sequence[str] = ()) -> None:
+        """Build the model once (no objects).
+
+        ``joint_names`` (7) and ``finger_joints`` (2) are the names a driver reports in ``joint_states`` for the
+        model's arm joints 1..7 and fingers (a robot file's fields); empty: the engine model's own names.
+        """
         import mujoco
 
         from coda_engine.sim import panda
@@ -118,7 +122,13 @@ class PandaKinematics:
         self.data = mujoco.MjData(self.model)
         self.arm_q = [int(self.model.joint(n).qposadr[0]) for n in panda.ARM_JOINTS]
         self.finger_q = [int(self.model.joint(n).qposadr[0]) for n in panda.FINGER_JOINTS]
-        self.names = list(panda.ARM_JOINTS) + list(panda.FINGER_JOINTS)
+        arm = list(joint_names) or list(panda.ARM_JOINTS)
+        fingers = list(finger_joints) or list(panda.FINGER_JOINTS)
+        if len(arm) != len(panda.ARM_JOINTS) or len(fingers) != len(panda.FINGER_JOINTS):
+            raise ValueError(f"PandaKinematics needs {len(panda.ARM_JOINTS)} arm and {len(panda.FINGER_JOINTS)} "
+                             f"finger joint names, got {len(arm)} and {len(fingers)}")
+        self.names = arm + fingers
+        """The driver's names of arm joints 1..7 then the two fingers, in the model's order."""
         self.tcp = self.model.site(panda.TCP_SITE).id
         self._qpos_adr = np.array(self.arm_q + self.finger_q)
         self._order: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, dtype=np.int64))

@@ -50,6 +50,17 @@ def test_kinematics_and_observation_match_the_simulator(sim, tiny_policy_config)
     np.testing.assert_allclose(np.delete(obs, [3, 4, 5]), np.delete(last, [3, 4, 5]), atol=5e-4)
     with pytest.raises(KeyError, match="joint_states lacks"):
         PandaKinematics().forward(["panda_joint1"], [0.0])
+    # a driver with its own joint names (a robot file's joint_names / finger_joints), in its own order
+    driver = PandaKinematics([f"fr3_joint{i}" for i in range(1, 8)], ["fr3_finger_joint1", "fr3_finger_joint2"])
+    names = [*driver.names[7:], *reversed(driver.names[:7])]
+    positions = [*arm.joint_positions()[7:], *reversed(arm.joint_positions()[:7])]
+    ee_driver, opening_driver = driver.forward(names, positions)
+    np.testing.assert_allclose(ee_driver, ee, atol=1e-12)
+    assert opening_driver == pytest.approx(opening)
+    with pytest.raises(KeyError, match="fr3_joint1"):
+        driver.forward(list(SimArm.joint_names), list(arm.joint_positions()))
+    with pytest.raises(ValueError, match="7 arm and 2 finger joint names, got 6 and 2"):
+        PandaKinematics([f"j{i}" for i in range(6)], ["a", "b"])
 
 
 def test_holds_until_inputs_are_fresh_and_finite_then_clips(sim, tiny_policy_config):

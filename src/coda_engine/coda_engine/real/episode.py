@@ -6,8 +6,9 @@
 through :class:`ArmIO` (the node implements it over ROS topics; tests can implement it over anything that
 moves), so the whole procedure is testable without ROS:
 
-1. **Scene set-up**: ask for the scene (``request_scene``: an operator or a reset mechanism arranges it) and
-   wait until perception reports every object of the scene (``scene_setup_timeout_s``; else REJECTED).
+1. **Scene set-up**: ask for the scene (``request_scene``: an operator or a reset mechanism arranges it; asked
+   again every ``SCENE_REQUEST_REPEAT_S``) and wait until perception reports every object of the scene
+   (``scene_setup_timeout_s``; else REJECTED).
 2. **Home**: move to the home posture in small joint-space steps, each checked by the safety layer.
 3. **Control loop** at ``control_rate_hz``: joint state -> forward kinematics (tool point, finger opening) +
    perceived object positions -> the engine's observation (same layout and stage tracking as simulation) ->
@@ -53,6 +54,8 @@ HOME_TOLERANCE = 0.03
 """Largest joint error (rad) at which the arm counts as home."""
 HOME_SPEED_FRACTION = 0.2
 """Joint speed of the move home as a fraction of each joint's velocity limit."""
+SCENE_REQUEST_REPEAT_S = 2.0
+"""While the scene is not perceived, the request is sent again this often, s (set-ups must be idempotent)."""
 
 
 @dataclass(frozen=True)
@@ -230,11 +233,14 @@ class _Episode:
         Returns '' or why the scene was not set up.
         """
         io = self.io
-        requested = io.now()
+        requested = last_request = io.now()
         io.request_scene(self.scene)
         names = sorted(o.name for o in self.scene.objects)
         deadline = requested + self.robot.scene_setup_timeout_s
         while True:
+            if io.now() - last_request >= SCENE_REQUEST_REPEAT_S:
+                io.request_scene(self.scene)  # a request lost on the way (no one listening yet) is asked again
+                last_request = io.now()
             reason = io.stop_reason()
             if reason:
                 return reason

@@ -21,8 +21,8 @@ needs a scene set up.
   ``reset_estop`` (std_srvs/Trigger) releases the latch.
 - ``operator_verdict`` (std_srvs/SetBool, data = success): an operator's verdict on the running episode
   (robots configured with ``success_check: operator``).
-- ``safety_events`` (coda_msgs/SafetyEvent, reliable + transient local, last 1000): every intervention; the loop
-  stores them in memory.
+- ``safety_events`` (coda_msgs/SafetyEvent, reliable + transient local, last 1000): every intervention (live
+  commands refused one after another for the same reason are one event); the loop stores them in memory.
 
 The safety layer (:class:`coda_engine.real.safety.SafetyLayer`) is always on: a watchdog timer at the control
 rate holds the arm when the joint state stream or a live policy goes silent.
@@ -141,6 +141,7 @@ class ArmBridgeNode(Node):
         self.live_version = ""
         self.live_last: float | None = None
         self.live_holding = False
+        self.live_hold_kind = ""  # kind of the intervention that holds the live path (reported once per hold)
         self.gates: dict[str, bool] = {}
         self._name_warned: set[str] = set()
         self.send_lock = threading.Lock()
@@ -320,10 +321,13 @@ class ArmBridgeNode(Node):
         if intervention is not None:
             self.hold()
             self.kin.commander.reset(tcp, joints.q)
-            self.record(intervention)
+            if not self.live_holding or intervention.kind != self.live_hold_kind:
+                self.record(intervention)  # once per hold: a policy pushing on a limit does not flood the events
+            self.live_holding, self.live_hold_kind = True, intervention.kind
             return
         self.live_holding = False
-        self.send(q_target, self.robot.opening(msg.gripper), self.period)
+        # ArmCommand.gripper is < 0 close, >= 0 open; the policy's own convention (RobotConfig.opening) is the reverse
+        self.send(q_target, self.robot.opening(-msg.gripper), self.period)
 
     def on_watchdog(self) -> None:
         """Hold once when the state stream or a live policy goes silent (episodes check their own inputs)."""
@@ -333,7 +337,7 @@ class ArmBridgeNode(Node):
         joints = self.joints
         intervention = self.safety.check_watchdog(now, joints.stamp if joints else None, self.live_last)
         if intervention is not None:
-            self.live_holding = True
+            self.live_holding, self.live_hold_kind = True, intervention.kind
             self.hold()
             self.record(intervention)
 

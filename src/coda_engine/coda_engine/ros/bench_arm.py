@@ -127,7 +127,7 @@ def measure(commands: int, rate_hz: float, startup_timeout: float) -> dict[str, 
         return done() if done is not None else True
 
     def one(publisher: Any, key: str, k: int) -> int | None:
-        msg = ArmCommand(policy_version="expert", gripper=-1.0)
+        msg = ArmCommand(policy_version="expert", gripper=1.0)  # open
         msg.delta.x = 0.004 if k % 2 == 0 else -0.004
         msg.header.stamp = node.get_clock().now().to_msg()
         seen = len(arrivals[key])

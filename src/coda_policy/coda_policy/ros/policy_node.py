@@ -6,6 +6,10 @@ Topics (relative to the node's namespace):
 
 - ``joint_states`` (sensor_msgs/JointState) in: the Panda's joints; the tool point comes from forward kinematics
 - ``object_states`` (coda_msgs/ObjectStates) in: the scene's objects (simulator stream or perception)
+
+With ``robot_config`` (a real arm's robot file, the one its ``arm_bridge`` reads) the node reads that driver's joint
+names, its ``topics.joint_states`` and ``topics.object_poses`` and its ``control_rate_hz``, so it drives the arm live
+through the bridge (``launch/coda_real_arm.launch.py policy:=true``).
 - ``instruction`` (std_msgs/String) in: the task; embedded once per string (MiniLM), the stage restarts
 - ``policy_version`` (coda_msgs/PolicyVersion) in: a new version, loaded off the control path (SHA-256 checked)
   and swapped in atomically
@@ -56,6 +60,8 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "trigger": ("timer", "'timer': command at control_rate_hz; 'joint_states': one command per joint_states message"),
     "executor": ("single", "'single' (SingleThreadedExecutor) or 'events' (rclpy's EventsExecutor, lower latency)"),
     "busy_poll_s": (0.0, "after each command keep polling for input this long instead of sleeping (0: off), s"),
+    "robot_config": ("", "a real arm's robot file (as arm_bridge's): its joint names, joint_states and perception "
+                         "topics and control rate replace the defaults (empty: the engine's Panda names)"),
 }
 
 
@@ -70,20 +76,28 @@ class PolicyNode(Node):
         for name, (default, text) in PARAMETERS.items():
             self.declare_parameter(name, default, ParameterDescriptor(description=text))
         value = {name: self.get_parameter(name).value for name in PARAMETERS}
+        joints_topic, objects_topic, joint_names, finger_joints = "joint_states", "object_states", (), ()
+        if value["robot_config"]:
+            from coda_engine.real.robot import RobotConfig
+
+            robot = RobotConfig.load(Path(str(value["robot_config"])))  # RobotConfigError names file and field
+            joints_topic, objects_topic = robot.topics.joint_states, robot.topics.object_poses
+            joint_names, finger_joints = robot.joint_names, robot.finger_joints
+            value["control_rate_hz"] = robot.control_rate_hz  # the bridge's watchdog expects this rate
         self.config = ControlConfig(control_rate_hz=float(value["control_rate_hz"]),
                                     max_input_age=float(value["max_input_age_s"]),
                                     max_delta=float(value["max_delta_m"]), family=str(value["family"]),
                                     program=str(value["program"]))
         self.checkpoint_root = str(value["checkpoint_root"])
         self.controller = PolicyController(self.config)
-        self.kinematics = PandaKinematics()
+        self.kinematics = PandaKinematics(joint_names, finger_joints)
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader")
         self._embedder = None
         self._last_reason = None
         self.publisher = self.create_publisher(ArmCommand, "arm_command", 10)
         self._command = ArmCommand()  # filled and published every tick (publish serialises it at once)
-        self.create_subscription(JointState, "joint_states", self.on_joint_states, 10)
-        self.create_subscription(ObjectStates, "object_states", self.on_object_states, 10)
+        self.create_subscription(JointState, joints_topic, self.on_joint_states, 10)
+        self.create_subscription(ObjectStates, objects_topic, self.on_object_states, 10)
         self.create_subscription(String, "instruction", self.on_instruction, 10)
         self.create_subscription(PolicyVersion, "policy_version", self.on_policy_version, 10)
         self.trigger = str(value["trigger"])
