@@ -101,3 +101,14 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
                                       checkpoint_sha256=sha256_file(tmp_path / "v2" / MODEL_FILE)))
     assert run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_version == "v2"
     executor.remove_node(rclpy_node)
+
+
+def test_policy_node_refuses_a_bad_robot_file(ros_domain: int, tmp_path) -> None:
+    import subprocess
+
+    robot = tmp_path / "robot.yaml"
+    robot.write_text("robot_id: lab_arm\njoint_names: [a, b, c]\nfinger_joints: [f1, f2]\n")
+    done = subprocess.run([sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args",
+                           "-p", f"robot_config:={robot}"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert str(robot) in done.stderr and "joint_names" in done.stderr, done.stderr[-2000:]
