@@ -6,15 +6,15 @@ Topics (relative to the node's namespace):
 
 - ``joint_states`` (sensor_msgs/JointState) in: the Panda's joints; the tool point comes from forward kinematics
 - ``object_states`` (coda_msgs/ObjectStates) in: the scene's objects (simulator stream or perception)
-
-With ``robot_config`` (a real arm's robot file, the one its ``arm_bridge`` reads) the node reads that driver's joint
-names, its ``topics.joint_states`` and ``topics.object_poses`` and its ``control_rate_hz``, so it drives the arm live
-through the bridge (``launch/coda_real_arm.launch.py policy:=true``).
 - ``instruction`` (std_msgs/String) in: the task; embedded once per string (MiniLM), the stage restarts
 - ``policy_version`` (coda_msgs/PolicyVersion) in: a new version, loaded off the control path (SHA-256 checked)
   and swapped in atomically
 - ``arm_command`` (coda_msgs/ArmCommand) out: one per tick; ``hold`` with a reason when inputs are missing,
   stale or not finite, or no version is loaded (the reason is also logged when it changes)
+
+With ``robot_config`` (a real arm's robot file, the one its ``arm_bridge`` reads) the node reads that driver's joint
+names, its ``topics.joint_states`` and ``topics.object_poses`` and its ``control_rate_hz``, so it drives the arm live
+through the bridge (``launch/coda_real_arm.launch.py policy:=true``).
 
 The logic lives in :mod:`coda_policy.control`; this node only converts and schedules. Each tick runs the
 controller's compiled action mean (C++ ``coda_core_cpp.ObjectTokenActor``, else NumPy; rebuilt per version and
