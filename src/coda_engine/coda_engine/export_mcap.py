@@ -7,7 +7,8 @@ Per episode, in time order, the file holds
 * ``/coda/trajectory`` (``coda_msgs/msg/TrajectorySample``): every recorded sample (tool position,
   finger opening, applied action, stage, potential, privileged object states);
 * ``/coda/commands`` (``coda_msgs/msg/ArmCommand``): the command applied at each sampled step
-  (the sample's action: ``delta`` = its first three values, ``gripper`` = the fourth);
+  (the sample's action: ``delta`` = its first three values, ``gripper`` = the fourth with the message's
+  sign, < 0 closes);
 * ``/coda/keyframes`` (``sensor_msgs/msg/Image``, rgb8): the stored keyframes, at their control step;
 * ``/coda/episodes`` (``coda_msgs/msg/EpisodeResult``): the result at the episode's end, without
   images (``keyframe_uris`` names the stored blobs by sha256);
@@ -37,6 +38,8 @@ from mcap.writer import CompressionType
 from mcap.writer import Writer as McapWriter
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.base import Nodetype
+
+from coda_engine.real.robot import gripper_to_message
 
 TOPIC_TRAJECTORY = "/coda/trajectory"
 TOPIC_COMMANDS = "/coda/commands"
@@ -341,7 +344,7 @@ def episode_messages(ep: EpisodeExport, start_ns: int) -> tuple[list[TimedMessag
                 "header": {"stamp": _stamp(t), "frame_id": "world"},
                 "policy_version": str(r.get("policy_version", "")),
                 "delta": {"x": action[0], "y": action[1], "z": action[2]},
-                "gripper": action[3],
+                "gripper": gripper_to_message(action[3]),
                 "hold": False,
                 "hold_reason": "",
                 "stage": int(sample["stage"]),

@@ -259,6 +259,9 @@ def test_operator_verdicts_over_ros_decide_episodes(tmp_path: Path, start_proces
                                    lambda msg: sent.append(1), 50)
     verdict = rclpy_node.create_client(SetBool, f"/{NS}/operator_verdict")
     assert probe.spin(20.0, verdict.service_is_ready), "operator_verdict not available"
+    early = verdict.call_async(SetBool.Request(data=True))  # no episode yet: refused, and it cannot count later
+    assert probe.spin(10.0, early.done) and not early.result().success
+    assert "no episode is running" in early.result().message
     for seed, says in ((41, False), (42, True)):
         scene = generate_seeded("reach", seed, SceneParams())
         before = len(sent)

@@ -95,6 +95,13 @@ def test_rosbags_reads_the_export(exported):
     assert samples[0][0] == results[0][0] - round(exported["episodes"][0].payload["length"] / 10 * 1e9)
     step_zero = [t for t, m in samples if m.step == 0]
     assert step_zero[1] == results[0][0]  # the second episode starts where the first ended
+    # commands: the sample's action, with ArmCommand's gripper sign (< 0 closes; samples keep +1 = closes)
+    actions = [list(m.action) for _, m in samples if m.step > 0]
+    commands = [m for topic, _, m in messages if topic == TOPIC_COMMANDS]
+    assert len(commands) == len(actions) and any(a[3] > 0 for a in actions) and any(a[3] < 0 for a in actions)
+    for command, action in zip(commands, actions, strict=True):
+        assert [command.delta.x, command.delta.y, command.delta.z] == pytest.approx(action[:3])
+        assert command.gripper == pytest.approx(-action[3])
 
 
 def test_mcap_ros2_decoder_and_rclpy_read_the_export(exported):

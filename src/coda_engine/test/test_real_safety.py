@@ -19,10 +19,13 @@ from coda_engine.real.robot import (
     PANDA_JOINT_LOWER,
     PANDA_JOINT_UPPER,
     GateConfig,
+    JointOrder,
     RobotConfig,
     RobotConfigError,
     SafetyConfig,
     TopicNames,
+    gripper_from_message,
+    gripper_to_message,
 )
 from coda_engine.real.safety import KINDS, Intervention, SafetyLayer, gate_check
 from coda_engine.sim import panda
@@ -326,6 +329,26 @@ def test_shipped_robot_files_load():
     for cfg in (fake, example):
         data = cfg.to_dict()
         assert RobotConfig.from_dict(yaml.safe_load(yaml.safe_dump(data))) == cfg
+
+
+def test_joint_order_reads_any_driver_order():
+    order = JointOrder(("a", "b", "c"))
+    assert order.pick(["c", "x", "a", "b"], [3.0, 9.0, 1.0, 2.0]).tolist() == [1.0, 2.0, 3.0]
+    first = order.indices(["c", "x", "a", "b"])
+    assert order.indices(("c", "x", "a", "b")) is first  # the same list again: the cached index
+    assert order.pick(["b", "a", "c"], [2.0, 1.0, 3.0]).tolist() == [1.0, 2.0, 3.0]  # a new order is re-indexed
+    with pytest.raises(KeyError, match=r"lacks \['b'\]"):
+        order.pick(["a", "c"], [1.0, 3.0])
+    with pytest.raises(ValueError, match="3 names but 2 positions"):
+        order.pick(["a", "b", "c"], [1.0, 2.0])
+
+
+def test_gripper_sign_between_policy_and_message():
+    fake = RobotConfig.load(FAKE)
+    # the policy closes with +1; ArmCommand closes with < 0; the bridge turns the message back into an opening
+    assert gripper_to_message(1.0) == -1.0 and gripper_from_message(gripper_to_message(0.3)) == pytest.approx(0.3)
+    assert fake.opening(gripper_from_message(-1.0)) == 0.0
+    assert fake.opening(gripper_from_message(1.0)) == pytest.approx(fake.max_finger_opening)
 
 
 @pytest.mark.parametrize("path", [FAKE, EXAMPLE], ids=["fake", "example"])

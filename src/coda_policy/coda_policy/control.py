@@ -115,6 +115,7 @@ class PandaKinematics:
         """
         import mujoco
 
+        from coda_engine.real.robot import JointOrder
         from coda_engine.sim import panda
 
         self._mj = mujoco
@@ -131,24 +132,11 @@ class PandaKinematics:
         """The driver's names of arm joints 1..7 then the two fingers, in the model's order."""
         self.tcp = self.model.site(panda.TCP_SITE).id
         self._qpos_adr = np.array(self.arm_q + self.finger_q)
-        self._order: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, dtype=np.int64))
-
-    def _indices(self, names: Sequence[str]) -> np.ndarray:
-        """Index into ``names`` of each joint of :attr:`names` (cached for the last list: drivers repeat theirs)."""
-        key = tuple(names)
-        if key != self._order[0]:
-            index = {name: i for i, name in enumerate(key)}  # a repeated name: the last one counts
-            missing = [n for n in self.names if n not in index]
-            if missing:
-                raise KeyError(f"joint_states lacks {missing}")
-            self._order = (key, np.array([index[n] for n in self.names]))
-        return self._order[1]
+        self._order = JointOrder(self.names)
 
     def forward(self, names: Sequence[str], positions: Sequence[float]) -> tuple[np.ndarray, float]:
         """Return the TCP position (3,) and the finger opening (m); KeyError naming a missing joint."""
-        if len(names) != len(positions):
-            raise ValueError(f"joint_states has {len(names)} names but {len(positions)} positions")
-        q = np.asarray(positions, dtype=np.float64)[self._indices(names)]
+        q = self._order.pick(names, positions)
         self.data.qpos[self._qpos_adr] = q
         self._mj.mj_kinematics(self.model, self.data)
         return self.data.site_xpos[self.tcp].copy(), float(q[7] + q[8])

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 N_ARM_JOINTS = 7
@@ -251,6 +252,47 @@ class RobotConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as it would be written in a robot file (``from_dict(to_dict())`` gives it back)."""
         return _plain(self)
+
+
+def gripper_to_message(gripper: float) -> float:
+    """Return ``coda_msgs/ArmCommand.gripper`` (< 0 closes) for a policy gripper command (+1 closes, as in sim)."""
+    return -float(gripper)
+
+
+def gripper_from_message(gripper: float) -> float:
+    """Return the policy gripper command (+1 closes) of an ``ArmCommand.gripper`` (< 0 closes), the inverse."""
+    return -float(gripper)
+
+
+class JointOrder:
+    """Picks a fixed list of joints out of ``sensor_msgs/JointState`` messages, whatever order the driver uses.
+
+    ``pick(names, positions)`` returns the positions of :attr:`wanted`, in that order. The index is cached for the
+    last name list (drivers repeat theirs), so a 50 Hz stream costs one tuple comparison per message.
+    """
+
+    def __init__(self, wanted: Sequence[str]) -> None:
+        """``wanted``: the joints to read, in the order they are returned (e.g. arm joints 1..7 then fingers)."""
+        self.wanted = tuple(wanted)
+        self._names: tuple[str, ...] = ()
+        self._index = np.zeros(0, dtype=np.int64)
+
+    def indices(self, names: Sequence[str]) -> np.ndarray:
+        """Index into ``names`` of each wanted joint; :class:`KeyError` listing the wanted joints ``names`` lacks."""
+        key = tuple(names)
+        if key != self._names:
+            where = {name: i for i, name in enumerate(key)}  # a repeated name: the last one counts
+            missing = [n for n in self.wanted if n not in where]
+            if missing:
+                raise KeyError(f"joint_states lacks {missing}")
+            self._names, self._index = key, np.array([where[n] for n in self.wanted], dtype=np.int64)
+        return self._index
+
+    def pick(self, names: Sequence[str], positions: Any) -> np.ndarray:
+        """Positions of the wanted joints; :class:`ValueError` on a name/position count mismatch, else as above."""
+        if len(names) != len(positions):
+            raise ValueError(f"joint_states has {len(names)} names but {len(positions)} positions")
+        return np.asarray(positions, dtype=np.float64)[self.indices(names)]
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -20,7 +20,7 @@ needs a scene set up.
 - ``estop`` (std_srvs/Trigger) and the ``estop`` topic (std_msgs/Bool, true = stop): hold and latch;
   ``reset_estop`` (std_srvs/Trigger) releases the latch.
 - ``operator_verdict`` (std_srvs/SetBool, data = success): an operator's verdict on the running episode
-  (robots configured with ``success_check: operator``).
+  (robots configured with ``success_check: operator``); refused when no episode runs.
 - ``safety_events`` (coda_msgs/SafetyEvent, reliable + transient local, last 1000): every intervention (live
   commands refused one after another for the same reason are one event); the loop stores them in memory.
 
@@ -51,7 +51,13 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from coda_engine import policies
 from coda_engine.episodes import STATUS_REJECTED, RecordingConfig
 from coda_engine.real.episode import ArmKinematics, JointReading, PoseReading, run_real_episode
-from coda_engine.real.robot import RobotConfig, RobotConfigError
+from coda_engine.real.robot import (
+    N_ARM_JOINTS,
+    JointOrder,
+    RobotConfig,
+    RobotConfigError,
+    gripper_from_message,
+)
 from coda_engine.real.safety import Intervention, SafetyLayer, gate_check
 from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg, msg_to_image
@@ -144,6 +150,7 @@ class ArmBridgeNode(Node):
         self.live_hold_kind = ""  # kind of the intervention that holds the live path (reported once per hold)
         self.gates: dict[str, bool] = {}
         self._name_warned: set[str] = set()
+        self.joint_order = JointOrder((*self.robot.joint_names, *self.robot.finger_joints))
         self.send_lock = threading.Lock()
 
         inputs = ReentrantCallbackGroup()
@@ -180,20 +187,15 @@ class ArmBridgeNode(Node):
     # ---------------------------------------------------------------- inputs
     def on_joint_states(self, msg: JointState) -> None:
         """Keep the latest arm state in engine order; a message lacking a configured joint is dropped (logged once)."""
-        index = {name: i for i, name in enumerate(msg.name)}
-        wanted = (*self.robot.joint_names, *self.robot.finger_joints)
-        missing = [n for n in wanted if n not in index]
-        if missing or len(msg.position) != len(msg.name):
-            key = ",".join(missing) or "length"
-            if key not in self._name_warned:
-                self._name_warned.add(key)
-                self.get_logger().error(
-                    f"joint_states dropped: lacks {missing}" if missing
-                    else f"joint_states dropped: {len(msg.name)} names but {len(msg.position)} positions"
-                )
+        try:
+            picked = self.joint_order.pick(msg.name, msg.position)
+        except (KeyError, ValueError) as exc:
+            problem = str(exc.args[0])
+            if problem not in self._name_warned:  # logged once per kind of problem
+                self._name_warned.add(problem)
+                self.get_logger().error(f"{problem}: message dropped")
             return
-        q = np.array([msg.position[index[n]] for n in self.robot.joint_names], dtype=np.float64)
-        opening = float(sum(msg.position[index[n]] for n in self.robot.finger_joints))
+        q, opening = picked[:N_ARM_JOINTS], float(picked[N_ARM_JOINTS:].sum())
         if not (np.all(np.isfinite(q)) and np.isfinite(opening)):
             self.get_logger().error("joint_states dropped: non-finite position", throttle_duration_sec=5.0)
             return
@@ -273,7 +275,11 @@ class ArmBridgeNode(Node):
         return response
 
     def on_verdict(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
-        """``operator_verdict``: the operator says whether the running (or just finished) episode succeeded."""
+        """``operator_verdict``: the operator says whether the running episode succeeded (refused when none runs)."""
+        if not self.episode_lock.locked():
+            response.success = False
+            response.message = f"no episode is running on {self.robot.robot_id}: verdict not taken"
+            return response
         self.verdict = (time.monotonic(), bool(request.data))
         response.success, response.message = True, f"verdict {'success' if request.data else 'failure'} noted"
         return response
@@ -326,8 +332,7 @@ class ArmBridgeNode(Node):
             self.live_holding, self.live_hold_kind = True, intervention.kind
             return
         self.live_holding = False
-        # ArmCommand.gripper is < 0 close, >= 0 open; the policy's own convention (RobotConfig.opening) is the reverse
-        self.send(q_target, self.robot.opening(-msg.gripper), self.period)
+        self.send(q_target, self.robot.opening(gripper_from_message(msg.gripper)), self.period)
 
     def on_watchdog(self) -> None:
         """Hold once when the state stream or a live policy goes silent (episodes check their own inputs)."""

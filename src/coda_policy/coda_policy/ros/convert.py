@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlparse
 
 from builtin_interfaces.msg import Time
 
+from coda_engine.real.robot import gripper_to_message
 from coda_msgs.msg import ArmCommand, ObjectStates
 from coda_policy.control import Command, ObjectInfo
 
@@ -26,7 +27,7 @@ def objects_from_msg(msg: ObjectStates) -> list[ObjectInfo]:
 
 
 def command_to_msg(cmd: Command, stamp: Time) -> ArmCommand:
-    """Convert a controller command to ArmCommand (gripper < 0 closes there, so the sign flips)."""
+    """Convert a controller command to ArmCommand (gripper < 0 closes there: ``gripper_to_message``)."""
     return fill_command_msg(ArmCommand(), cmd, stamp)
 
 
@@ -37,7 +38,7 @@ def fill_command_msg(msg: ArmCommand, cmd: Command, stamp: Time) -> ArmCommand:
     msg.policy_version = cmd.version
     delta = cmd.delta.tolist()
     msg.delta.x, msg.delta.y, msg.delta.z = float(delta[0]), float(delta[1]), float(delta[2])
-    msg.gripper = -float(cmd.gripper)
+    msg.gripper = gripper_to_message(cmd.gripper)
     msg.hold = bool(cmd.hold)
     msg.hold_reason = cmd.reason
     msg.stage = int(cmd.stage)

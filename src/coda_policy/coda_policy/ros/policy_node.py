@@ -83,6 +83,10 @@ class PolicyNode(Node):
             robot = RobotConfig.load(Path(str(value["robot_config"])))  # RobotConfigError names file and field
             joints_topic, objects_topic = robot.topics.joint_states, robot.topics.object_poses
             joint_names, finger_joints = robot.joint_names, robot.finger_joints
+            given = float(value["control_rate_hz"])
+            if given not in (robot.control_rate_hz, PARAMETERS["control_rate_hz"][0]):
+                self.get_logger().warning(f"control_rate_hz={given:g} ignored: {value['robot_config']} sets "
+                                          f"{robot.control_rate_hz:g} Hz")
             value["control_rate_hz"] = robot.control_rate_hz  # the bridge's watchdog expects this rate
         self.config = ControlConfig(control_rate_hz=float(value["control_rate_hz"]),
                                     max_input_age=float(value["max_input_age_s"]),
