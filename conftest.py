@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent
+STAND_IN_ROBOT_FILE = REPO_ROOT / "src" / "coda_engine" / "config" / "robots" / "panda_fake.yaml"
+"""The robot file of the stand-in arm (``fake_ros2_control_arm``) as shipped."""
 # Domain ids 1..100 keep Fast DDS's port numbers well below the ephemeral range.
 DOMAIN_IDS = range(1, 101)
 LOCK_DIR = Path(os.environ.get("CODA_LOCK_DIR", "/tmp"))
@@ -34,6 +36,26 @@ _DOMAIN_TURN = itertools.count()
 def repo_root() -> Path:
     """Return the workspace root (the folder holding src/)."""
     return REPO_ROOT
+
+
+@pytest.fixture
+def stand_in_robot(tmp_path: Path) -> Any:
+    """Return ``write(name="robot.yaml", top=None, **safety) -> Path``: the stand-in's robot file, some fields changed.
+
+    ``top`` replaces top-level fields (``robot_id``, ``gate``, ``success_check``...), ``safety`` keywords replace
+    fields of its ``safety`` section; the file is written under the test's ``tmp_path``.
+    """
+    import yaml
+
+    def write(name: str = "robot.yaml", top: dict[str, Any] | None = None, **safety: Any) -> Path:
+        data = yaml.safe_load(STAND_IN_ROBOT_FILE.read_text())
+        data.update(top or {})
+        data.setdefault("safety", {}).update(safety)
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    return write
 
 
 @pytest.fixture

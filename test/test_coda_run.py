@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from coda_engine.loop.config import LoopConfig, load_config
 from coda_engine.loop.rounds import ROUND0_STEPS, ROUND_STEPS
@@ -232,7 +231,8 @@ def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Pat
 
 
 @pytest.mark.ros
-def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_domain: int, start_process) -> None:
+def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_domain: int, start_process,
+                                                          stand_in_robot) -> None:
     """`coda run --arms`: two local sim workers and one fake_ros2_control_arm behind an arm_bridge, two rounds.
 
     Round 0's policy has no simulation score yet, so the arm's sim-first gate refuses it (the episode runs in
@@ -240,14 +240,10 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
     """
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
-    share = Path(__file__).resolve().parents[1] / "src" / "coda_engine" / "config" / "robots" / "panda_fake.yaml"
     # Two sim workers, the stand-in, its bridge and the loop share the machine's cores here: a stand-in starved for
     # a second tripped the 1 s state watchdog once. The watchdogs are tested in test_arm_bridge; this test is about
     # the loop's mixing, so it gives them room.
-    data = yaml.safe_load(share.read_text())
-    data["safety"].update(state_timeout_s=3.0, policy_timeout_s=3.0)
-    robot = tmp_path / "panda_fake.yaml"
-    robot.write_text(yaml.safe_dump(data))
+    robot = stand_in_robot("panda_fake.yaml", state_timeout_s=3.0, policy_timeout_s=3.0)
     start_process([sys.executable, "-m", "coda_engine.ros.fake_arm_node", "--ros-args", "-r", "__ns:=/panda_fake_0"])
     start_process([sys.executable, "-m", "coda_engine.ros.arm_bridge_node", "--ros-args", "-r", "__ns:=/panda_fake_0",
                    "-p", f"robot_config:={robot}", "-p", f"checkpoint_root:={run_dir / 'checkpoints'}"])

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 pytestmark = pytest.mark.ros
 
@@ -45,7 +44,7 @@ def constant_policy(folder: Path, action: list[float]) -> None:
     (folder / "evaluation.json").write_text(json.dumps({"version": folder.name, "per_split": {"id": 0.9}}))
 
 
-def test_policy_node_drives_the_stand_in_through_the_bridge(tmp_path: Path, start_process: Any,
+def test_policy_node_drives_the_stand_in_through_the_bridge(tmp_path: Path, stand_in_robot: Any, start_process: Any,
                                                             rclpy_node: Any) -> None:
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
@@ -55,12 +54,7 @@ def test_policy_node_drives_the_stand_in_through_the_bridge(tmp_path: Path, star
     from coda_msgs.msg import ArmCommand, SafetyEvent
     from coda_policy.control import PandaKinematics
 
-    share = Path(__file__).resolve().parents[1] / "src" / "coda_engine" / "config" / "robots" / "panda_fake.yaml"
-    robot = yaml.safe_load(share.read_text())
-    robot["robot_id"] = NS
-    robot["gate"] = {"min_sim_success": 0.5, "allow_expert": False}
-    robot_path = tmp_path / "robot.yaml"
-    robot_path.write_text(yaml.safe_dump(robot))
+    robot_path = stand_in_robot(top={"robot_id": NS, "gate": {"min_sim_success": 0.5, "allow_expert": False}})
     root = tmp_path / "checkpoints"
     # policy convention: dx, dy, dz in units of max delta, gripper +1 closes
     constant_policy(root / "v-const", [0.0, 0.9, 0.0, 0.9])

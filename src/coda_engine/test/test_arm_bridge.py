@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SceneParams
@@ -25,16 +24,6 @@ pytestmark = pytest.mark.ros
 
 ROBOT_FILE = Path(__file__).resolve().parents[1] / "config" / "robots" / "panda_fake.yaml"
 NS = "panda_fake_0"
-
-
-def robot_file(tmp_path: Path, name: str = "robot.yaml", top: dict | None = None, **safety: Any) -> Path:
-    """Write the stand-in's robot file with some top-level (``top``) and safety fields changed; return its path."""
-    data = yaml.safe_load(ROBOT_FILE.read_text())
-    data.update(top or {})
-    data.setdefault("safety", {}).update(safety)
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 class Probe:
@@ -83,10 +72,10 @@ class Probe:
         msg.delta.x, msg.delta.y, msg.delta.z = dx, dy, dz
         self.commands.publish(msg)
 
-    def drive(self, seconds: float, **delta: float) -> None:
-        """Publish the same command at 10 Hz for ``seconds``."""
+    def drive(self, seconds: float, until: str = "", **delta: float) -> None:
+        """Publish the same command at 10 Hz for ``seconds``, or until a safety event of kind ``until`` arrives."""
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
+        while time.monotonic() < end and not (until and any(e.kind == until for e in self.events)):
             self.command(**delta)
             self.spin(0.1)
 
@@ -184,16 +173,16 @@ def test_bridge_drives_the_stand_in_through_full_episodes(tmp_path: Path, start_
     ("joint_limit", {"joint_lower": [-0.05, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973],
                      "joint_upper": [0.05, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973]}, {"dy": 0.05}),
 ])
-def test_each_safety_limit_triggers_and_the_arm_holds(tmp_path: Path, start_process: Any, rclpy_node: Any,
+def test_each_safety_limit_triggers_and_the_arm_holds(stand_in_robot: Any, start_process: Any, rclpy_node: Any,
                                                       kind: str, safety: dict, delta: dict) -> None:
     start_arm(start_process)
-    start_bridge(start_process, robot_file(tmp_path, **safety))
+    start_bridge(start_process, stand_in_robot(**safety))
     probe = Probe(rclpy_node)
     assert probe.spin(20.0, lambda: probe.q is not None and probe.commands.get_subscription_count() > 0)
-    if kind == "joint_limit":
-        probe.drive(1.0, dy=0.05)  # a few commands first: joint 1 leaves its tight band
-    else:
-        probe.command(**delta)
+    # joint_limit: a few commands first (joint 1 leaves its tight band). The others trip on their first command the
+    # bridge acts on; commands keep coming meanwhile, because the bridge holds (ignores) any command that arrives
+    # before its own first joint_states message, which may be after the probe's.
+    probe.drive(5.0, until=kind, **delta)
     event = probe.wait_for_event(kind)
     assert event.holding and event.robot_id == NS and event.detail
     assert probe.holds(**delta) < 0.02  # later commands in the same direction are refused too
@@ -245,14 +234,15 @@ def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, r
     assert "joint" in event.detail or "state" in event.detail, event.detail
 
 
-def test_operator_verdicts_over_ros_decide_episodes(tmp_path: Path, start_process: Any, rclpy_node: Any) -> None:
+def test_operator_verdicts_over_ros_decide_episodes(stand_in_robot: Any, start_process: Any,
+                                                    rclpy_node: Any) -> None:
     from std_srvs.srv import SetBool
     from trajectory_msgs.msg import JointTrajectory
 
     from coda_engine.sim.families import get_family
 
     start_arm(start_process)
-    start_bridge(start_process, robot_file(tmp_path, top={"success_check": "operator", "operator_timeout_s": 30.0}))
+    start_bridge(start_process, stand_in_robot(top={"success_check": "operator", "operator_timeout_s": 30.0}))
     probe = Probe(rclpy_node)
     sent: list[int] = []
     rclpy_node.create_subscription(JointTrajectory, f"/{NS}/joint_trajectory_controller/joint_trajectory",
