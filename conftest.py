@@ -59,6 +59,33 @@ def stand_in_robot(tmp_path: Path) -> Any:
 
 
 @pytest.fixture
+def save_policy_version() -> Any:
+    """Return ``save(folder, id_success=None) -> sha256``: an untrained tiny policy saved as version ``folder.name``.
+
+    With ``id_success`` the folder also gets the loop's ``evaluation.json`` (what an arm's sim-first gate reads) and
+    a trainer state (which stays with the run); the return value is the model file's SHA-256.
+    """
+
+    def save(folder: Path, id_success: float | None = None) -> str:
+        import json
+
+        from coda_engine.checkpoint_share import model_sha256
+        from coda_policy.checkpoint import save_checkpoint
+        from coda_policy.config import PolicyConfig
+        from coda_policy.sft import build_policy
+
+        net = build_policy(PolicyConfig(d_model=32, num_heads=2, hidden_dim=64), 0).net.eval()
+        save_checkpoint(folder, net, folder.name)
+        (folder / "trainer_state.pt").write_bytes(b"optimizer state")
+        if id_success is not None:
+            (folder / "evaluation.json").write_text(json.dumps({"version": folder.name,
+                                                                "per_split": {"id": id_success}}))
+        return model_sha256(folder)
+
+    return save
+
+
+@pytest.fixture
 def ros_domain(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     """Reserve a free ROS_DOMAIN_ID for this test and export it (with localhost-only discovery)."""
     # A different id for each test of a session: a participant killed by one test (its shared-memory ports and

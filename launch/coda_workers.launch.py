@@ -5,7 +5,8 @@
     ros2 launch launch/coda_workers.launch.py workers:=4 first:=0
 
 Each worker serves ``/<ns>/run_episode`` and the ros2_control-like topics of its arm; the loop's
-orchestrator on the same ROS domain picks them up.
+orchestrator on the same ROS domain picks them up. A machine without the run's disk needs no
+``checkpoint_root``: workers fetch each policy version from the loop over ROS once and cache it.
 """
 
 import os
@@ -37,7 +38,8 @@ def generate_launch_description() -> LaunchDescription:
         [
             DeclareLaunchArgument("workers", default_value="2", description="number of sim_bridge workers"),
             DeclareLaunchArgument("first", default_value="0", description="index of the first worker's namespace"),
-            DeclareLaunchArgument("checkpoint_root", default_value="", description="policy checkpoint folder"),
+            DeclareLaunchArgument("checkpoint_root", default_value="",
+                                  description="the run's checkpoint folder if this machine sees it (empty: fetch)"),
             OpaqueFunction(function=_workers),
         ]
     )

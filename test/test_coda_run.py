@@ -204,13 +204,18 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
 @pytest.mark.ros
 def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Path, ros_domain: int,
                                                                    start_process) -> None:
-    """The launch-file layout: coda_loop with no local workers, a sim_bridge process, a memory node process."""
+    """The launch-file layout: coda_loop with no local workers, a sim_bridge process, a memory node process.
+
+    The worker is set up as on another machine: it does not see the run's checkpoint folder, so it fetches each
+    policy version from the loop over ROS (GetCheckpoint) into its own cache.
+    """
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps({**TINY, "workers": 0, "rl_env_steps": 0, "families": ["reach"], "budget": 2}))
+    cache = tmp_path / "worker-cache"
     start_process([sys.executable, "-m", "coda_engine.ros.sim_bridge_node", "--ros-args", "-r", "__ns:=/sim_0",
-                   "-p", f"checkpoint_root:={run_dir / 'checkpoints'}", "-p", "camera_rate_hz:=0.0"])
+                   "-p", f"checkpoint_cache:={cache}", "-p", "camera_rate_hz:=0.0"])
     loop = start_process([sys.executable, "-m", "coda_engine.ros.loop_node", "--ros-args",
                           "-p", f"run_dir:={run_dir}", "-p", f"config_file:={config}"])
     deadline = time.monotonic() + 500
@@ -228,6 +233,15 @@ def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Pat
                 record = store.get("episode", episode_id)
                 assert record.payload["robot_id"] == "sim_0" and record.payload["keyframe_hashes"]
         assert store.finished_step(1, "evaluate") is not None
+        # every policy version the worker ran came over ROS: the same model bytes, in the cache under their hash
+        versions = {store.get("episode", e).payload["policy_version"]
+                    for r in (0, 1) for e in store.finished_step(r, "episodes")["episode_ids"]} - {"expert"}
+    assert versions, "no trained version ran on the worker"
+    from coda_engine.checkpoint_share import model_sha256
+
+    for version in versions:
+        sha = model_sha256(run_dir / "checkpoints" / version)
+        assert model_sha256(cache / sha[:16] / version) == sha, f"{version} is not in the worker's cache"
 
 
 @pytest.mark.ros

@@ -87,21 +87,21 @@ class Probe:
         assert self.spin(10.0, future.done)
         return future.result()
 
-    def start_episode(self, scene: Any, version: str = "expert") -> Any:
-        """Send a RunEpisode goal; return the future of its result."""
+    def start_episode(self, scene: Any, version: str = "expert", **fields: str) -> Any:
+        """Send a RunEpisode goal (``fields``: more goal fields); return the future of its result."""
         from coda_engine.ros.convert import dict_to_msg
         from coda_msgs.action import RunEpisode
         from coda_msgs.msg import SceneSpec
 
         assert self.spin(20.0, self.episodes.server_is_ready), "run_episode server not available"
         goal = RunEpisode.Goal(scene=dict_to_msg(SceneSpec, scene.to_dict()), policy_version=version,
-                               record_keyframes=True)
+                               record_keyframes=True, **fields)
         sent = self.episodes.send_goal_async(goal)
         assert self.spin(10.0, sent.done)
         return sent.result().get_result_async()
 
-    def run_episode(self, scene: Any, version: str = "expert", timeout: float = 60.0) -> Any:
-        result = self.start_episode(scene, version)
+    def run_episode(self, scene: Any, version: str = "expert", timeout: float = 60.0, **fields: str) -> Any:
+        result = self.start_episode(scene, version, **fields)
         assert self.spin(timeout, result.done), "episode did not finish"
         return result.result().result
 
@@ -164,6 +164,33 @@ def test_bridge_drives_the_stand_in_through_full_episodes(tmp_path: Path, start_
     response = probe.run_episode(dataclasses.replace(bad, target_object="no_such_object"))
     assert not response.accepted and "bad scene" in response.error
     assert bridge.poll() is None
+
+
+def test_bridge_fetches_versions_from_the_run_and_gates_them(tmp_path: Path, start_process: Any, rclpy_node: Any,
+                                                            stand_in_robot: Any, save_policy_version: Any) -> None:
+    """The robot's computer does not see the run's disk: the bridge fetches versions and gates them."""
+    from coda_engine.ros.checkpoints import CheckpointServer
+
+    start_arm(start_process)
+    cache = tmp_path / "robot-pc-cache"
+    robot = stand_in_robot(top={"gate": {"min_sim_success": 0.5, "allow_expert": True}})
+    start_process([sys.executable, "-m", "coda_engine.ros.arm_bridge_node", "--ros-args", "-r", f"__ns:=/{NS}",
+                   "-p", f"robot_config:={robot}", "-p", f"checkpoint_cache:={cache}"])
+    run = tmp_path / "run" / "checkpoints"
+    good, poor = save_policy_version(run / "r001-rl", 0.9), save_policy_version(run / "r002-rl", 0.2)
+    server = CheckpointServer(rclpy_node, run)
+    probe = Probe(rclpy_node)
+    scene = generate_seeded("reach", 21, SceneParams())
+    response = probe.run_episode(scene, "r001-rl", policy_sha256=good, checkpoint_service=server.name)
+    assert response.accepted, response.error
+    assert response.result.policy_version == "r001-rl" and response.result.length > 0
+    assert (cache / good[:16] / "r001-rl" / "evaluation.json").is_file()
+    refused = probe.run_episode(scene, "r002-rl", policy_sha256=poor, checkpoint_service=server.name)
+    assert not refused.accepted and "sim-first gate" in refused.error and "20.0%" in refused.error, refused.error
+    assert server.sent == {"r001-rl": 1, "r002-rl": 1}
+    missing = probe.run_episode(scene, "r003-rl", checkpoint_service=server.name)  # the run does not have it
+    assert not missing.accepted and "sim-first gate" in missing.error and "r003-rl" in missing.error, missing.error
+    assert [e.kind for e in probe.events].count("gate") == 2
 
 
 @pytest.mark.parametrize("kind,safety,delta", [

@@ -159,3 +159,44 @@ def test_sim_bridge_runs_expert_episodes_and_rejects_bad_goals(rclpy_node: Any, 
     again, _ = _run(rclpy_node, client, _goal(7, "pick_place"))
     assert again.accepted and again.result.length > 0
     assert sim_bridge.poll() is None
+
+
+def test_sim_bridge_fetches_a_version_it_lacks_once_and_refuses_a_wrong_one(rclpy_node: Any, start_process: Any,
+                                                                            tmp_path: Any,
+                                                                            save_policy_version: Any) -> None:
+    """A worker on "another machine": no checkpoint_root, its own cache; the run serves its versions over ROS."""
+    from coda_engine.ros.checkpoints import CheckpointServer
+
+    cache = tmp_path / "worker-cache"
+    start_process(node_cmd("sim_bridge_node", "-r", "__ns:=/sim_far", "-p", "camera_rate_hz:=0.0",
+                           "-p", f"checkpoint_cache:={cache}"))
+    run = tmp_path / "run" / "checkpoints"
+    sha = save_policy_version(run / "r001-rl")
+    server = CheckpointServer(rclpy_node, run)
+    client = ActionClient(rclpy_node, RunEpisode, "/sim_far/run_episode")
+
+    def goal(seed: int, version: str = "r001-rl", sha256: str = sha, service: str = server.name) -> RunEpisode.Goal:
+        g = _goal(seed, "reach", policy_version=version)
+        g.policy_sha256, g.checkpoint_service = sha256, service
+        return g
+
+    for seed in (1, 2):  # the second episode uses the cached copy
+        result, _ = _run(rclpy_node, client, goal(seed))
+        assert result.accepted, result.error
+        assert result.result.status == EpisodeResult.STATUS_COMPLETED and result.result.policy_version == "r001-rl"
+    assert server.sent == {"r001-rl": 1}
+    cached = cache / sha[:16] / "r001-rl"
+    assert sorted(p.name for p in cached.iterdir()) == ["config.json", "model.safetensors"]  # no trainer state
+    assert (cached / "model.safetensors").read_bytes() == (run / "r001-rl" / "model.safetensors").read_bytes()
+
+    refusals = {
+        "not the": goal(3, sha256="0" * 64),  # another run's r001-rl: the server refuses it by hash
+        "no model.safetensors": goal(3, version="r002-rl", sha256=""),
+        "names no checkpoint_service": goal(3, version="r003-rl", service=""),
+        "not a version id": goal(3, version="../r001-rl"),
+    }
+    for expected, bad in refusals.items():
+        result, _ = _run(rclpy_node, client, bad)
+        assert not result.accepted and result.result.status == EpisodeResult.STATUS_REJECTED
+        assert expected in result.error, result.error
+    assert server.sent == {"r001-rl": 1}

@@ -7,8 +7,10 @@ slot: one of ``workers`` local processes (each with its own ``SimArm`` and its o
 policy, loaded from the run's checkpoint folder) or, when a ROS node is given, one of the
 ``sim_bridge`` workers whose ``run_episode`` action server is on the domain (found when the runner
 is created and before every batch, so workers started later with ``ros2 run coda_engine sim_bridge``
-join the next batch). A remote worker must see the run's checkpoint folder at the same path
-(``checkpoint_root`` parameter). Real arms (the fleet of ``coda run --arms``, each an ``arm_bridge``)
+join the next batch). Each goal names the policy version's model hash and this runner's ``get_checkpoint``
+service (:class:`coda_engine.ros.checkpoints.CheckpointServer`), so a worker or an arm on another machine that
+lacks the version fetches it once and caches it; one that sees the run's checkpoint folder (``checkpoint_root``)
+uses it directly. Real arms (the fleet of ``coda run --arms``, each an ``arm_bridge``)
 get the number of jobs the loop gives them, one at a time; an arm that refuses (sim-first gate), aborts
 (safety, dropped out) or stops answering leaves the batch, its unfinished episode is kept and the job runs
 again on simulation workers. Interventions the arms announce on ``safety_events`` are collected for memory.
@@ -26,7 +28,9 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from coda_engine.checkpoint_share import model_sha256
 from coda_engine.episodes import STATUS_COMPLETED, RecordedEpisode, RecordingConfig, run_recorded_episode
+from coda_engine.policies import EXPERT
 from coda_engine.real.fleet import ArmSpec
 from coda_engine.sim.scene import Scene
 
@@ -97,6 +101,9 @@ class EpisodeRunner:
         self.safety_events: dict[str, dict[str, Any]] = {}
         """Interventions announced on the arms' ``safety_events`` topics, by id (collected while batches run)."""
         self._event_subs: dict[str, Any] = {}
+        self.checkpoint_server: Any = None
+        """Serves this run's versions to workers on other machines (created with the first ROS batch)."""
+        self._model_sha256: dict[str, str] = {}
 
     def close(self) -> None:
         """Stop the local processes."""
@@ -132,6 +139,10 @@ class EpisodeRunner:
             from coda_engine.ros.clients import EngineClient
 
             self.client = EngineClient(self.node)
+        if self.checkpoint_server is None:
+            from coda_engine.ros.checkpoints import CheckpointServer
+
+            self.checkpoint_server = CheckpointServer(self.node, self.checkpoint_root)
         for ns in self.arms:
             if ns not in self._event_subs:
                 from coda_engine.ros.arm_bridge_node import EVENT_QOS
@@ -260,8 +271,12 @@ class EpisodeRunner:
         if client is None:
             client = ActionClient(self.node, RunEpisode, f"/{ns}/run_episode")
             self.client.episode_clients[ns] = client
+        if version not in self._model_sha256:
+            self._model_sha256[version] = "" if version == EXPERT else model_sha256(self.checkpoint_root / version)
         goal = RunEpisode.Goal(scene=dict_to_msg(SceneSpec, scene.to_dict()), policy_version=version,
-                               record_keyframes=True, episode_id=episode_id)
+                               record_keyframes=True, episode_id=episode_id,
+                               policy_sha256=self._model_sha256[version],
+                               checkpoint_service=self.checkpoint_server.name)
         return {"sent": client.send_goal_async(goal), "result": None}
 
     def _poll(self, ns: str, handle: dict[str, Any], job: tuple[Scene, str],

@@ -12,9 +12,10 @@ name) and the camera (sensor_msgs/Image); writes the joint trajectory controller
 (std_msgs/Float64MultiArray ``[opening m]``); publishes ``scene_request`` (coda_msgs/SceneSpec) when an episode
 needs a scene set up.
 
-- ``run_episode`` (coda_msgs/action/RunEpisode): one episode with a policy version from ``checkpoint_root``
-  (:func:`coda_engine.real.episode.run_real_episode`); versions refused by the sim-first gate, bad scenes and
-  goals sent while an episode runs end REJECTED with the reason.
+- ``run_episode`` (coda_msgs/action/RunEpisode): one episode with a policy version from ``checkpoint_root``, or
+  fetched from the loop's ``checkpoint_service`` into ``checkpoint_cache`` when the robot's computer does not have
+  it (checked against the goal's model hash; :func:`coda_engine.real.episode.run_real_episode`); versions refused
+  by the sim-first gate, bad scenes and goals sent while an episode runs end REJECTED with the reason.
 - ``arm_command`` (coda_msgs/ArmCommand) in: live control by a ``policy`` node (same action space; gate, IK
   and safety as in episodes); ignored while an episode runs.
 - ``estop`` (std_srvs/Trigger) and the ``estop`` topic (std_msgs/Bool, true = stop): hold and latch;
@@ -59,6 +60,7 @@ from coda_engine.real.robot import (
     gripper_from_message,
 )
 from coda_engine.real.safety import Intervention, SafetyLayer, gate_check
+from coda_engine.ros.checkpoints import CheckpointFetcher
 from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg, msg_to_image
 from coda_engine.ros.spin import run_node
@@ -133,6 +135,9 @@ class ArmBridgeNode(Node):
             raise RobotConfigError("parameter robot_config is empty: give the robot's YAML file")
         self.robot = RobotConfig.load(Path(path))
         self.checkpoint_root = Path(root) if root else None
+        cache = str(param("checkpoint_cache", "", "where versions fetched from the run are kept "
+                                                  "(empty: ~/.cache/coda/checkpoints)"))
+        self.checkpoints = CheckpointFetcher(self, self.checkpoint_root, Path(cache) if cache else None)
         self.safety = SafetyLayer(self.robot.safety, self.robot.control_rate_hz, joint_names=self.robot.joint_names)
         self.kin = ArmKinematics(self.robot.control_rate_hz)
         self.period = 1.0 / self.robot.control_rate_hz
@@ -285,18 +290,20 @@ class ArmBridgeNode(Node):
         return response
 
     # ---------------------------------------------------------------- live control
-    def gate(self, version: str) -> str:
-        """'' when ``version`` may drive this arm, else the sim-first gate's reason.
+    def gate(self, version: str, root: Path | None = None) -> str:
+        """'' when ``version`` (in ``root``, default ``checkpoint_root``) may drive this arm, else the gate's reason.
 
-        A pass is remembered per version; a refusal is checked again next time (the version's evaluation in
-        simulation may have been written since).
+        A pass is remembered per version folder (versions of different runs share names, not folders); a refusal is
+        checked again next time (the version's evaluation in simulation may have been written since).
         """
-        if version in self.gates:
+        root = root or self.checkpoint_root
+        folder = root / version if (root and version) else None
+        key = str(folder) if folder is not None else version
+        if key in self.gates:
             return ""
-        folder = self.checkpoint_root / version if (self.checkpoint_root and version) else None
         refused = gate_check(version, folder, self.robot.gate)
         if not refused:
-            self.gates[version] = True
+            self.gates[key] = True
         return refused
 
     def on_arm_command(self, msg: ArmCommand) -> None:
@@ -370,14 +377,18 @@ class ArmBridgeNode(Node):
                 scene.validate()
             except (ValueError, KeyError, ConversionError) as exc:
                 return self._rejected(goal_handle, episode_id, f"bad scene: {type(exc).__name__}: {exc}")
-            refused = self.gate(goal.policy_version)
+            try:  # the version's folder here, or fetched from the run (checked against the goal's hash)
+                root = self.checkpoints.root_for(goal.policy_version, goal.policy_sha256, goal.checkpoint_service)
+                refused = self.gate(goal.policy_version, root)
+            except policies.PolicyNotAvailableError as exc:  # the gate cannot pass a version it cannot see
+                root, refused = None, str(exc)
             if refused:
                 self.record(Intervention("gate", refused, time.monotonic(), holding=False), episode_id)
                 return self._rejected(goal_handle, episode_id, f"sim-first gate: {refused}")
             if self.safety.latched:
                 return self._rejected(goal_handle, episode_id, f"e-stop latched ({self.safety.latch_reason})")
             try:
-                act = policies.resolve(goal.policy_version, scene, self.checkpoint_root)
+                act = policies.resolve(goal.policy_version, scene, root)
             except policies.PolicyNotAvailableError as exc:
                 return self._rejected(goal_handle, episode_id, str(exc))
             feedback = RunEpisode.Feedback()

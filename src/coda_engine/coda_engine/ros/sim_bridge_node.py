@@ -11,7 +11,10 @@ Under the node's namespace (``ros2 run coda_engine sim_bridge --ros-args -r __ns
 - ``camera/image_raw`` (sensor_msgs/Image, rgb8): published at ``camera_rate_hz``
 - ``object_states`` (coda_msgs/ObjectStates): published at ``control_rate_hz``
 - ``scene`` (coda_msgs/SceneSpec): subscribed; loads that scene for live control
-- ``run_episode`` (coda_msgs/action/RunEpisode): a whole episode in-process, returns an EpisodeResult
+- ``run_episode`` (coda_msgs/action/RunEpisode): a whole episode in-process, returns an EpisodeResult. A trained
+  version is read from ``checkpoint_root`` when its model there has the goal's hash, else from the
+  ``checkpoint_cache``, else fetched once from the goal's ``checkpoint_service`` (the loop's; a worker on another
+  machine needs no shared disk) and cached
 
 Live control (topics) and episodes (action) share one simulated arm, owned by one dedicated
 thread (MuJoCo's GL context belongs to the thread that made it); an episode pauses live stepping
@@ -38,6 +41,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from coda_engine import policies
 from coda_engine.episodes import STATUS_REJECTED, RecordingConfig, run_recorded_episode
+from coda_engine.ros.checkpoints import CheckpointFetcher
 from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg
 from coda_engine.ros.spin import run_node
@@ -93,6 +97,9 @@ class SimBridgeNode(Node):
         self.keyframe_size = int(param("keyframe_size", 64, "keyframe width and height in episode results, px"))
         root = str(param("checkpoint_root", "", "folder holding policy version folders (empty = expert only)"))
         self.checkpoint_root = Path(root) if root else None
+        cache = str(param("checkpoint_cache", "", "where versions fetched from the run are kept "
+                                                  "(empty: ~/.cache/coda/checkpoints)"))
+        self.checkpoints = CheckpointFetcher(self, self.checkpoint_root, Path(cache) if cache else None)
         family = str(param("initial_family", "reach", "family of the scene loaded at start-up"))
         seed = int(param("initial_seed", 0, "seed of the scene loaded at start-up"))
 
@@ -222,7 +229,8 @@ class SimBridgeNode(Node):
         result = RunEpisode.Result()
         try:
             scene = Scene.from_dict(msg_to_dict(goal.scene))
-            act = policies.resolve(goal.policy_version, scene, self.checkpoint_root)
+            root = self.checkpoints.root_for(goal.policy_version, goal.policy_sha256, goal.checkpoint_service)
+            act = policies.resolve(goal.policy_version, scene, root)
         except (ValueError, KeyError, ConversionError, policies.PolicyNotAvailableError) as exc:
             error = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"episode {episode_id} rejected: {error}")
