@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ class CheckpointFetcher:
             self.clients[service] = client
         if not client.wait_for_service(timeout_sec=self.timeout):
             raise CheckpointShareError(f"checkpoint service {service} not available after {self.timeout:g} s")
-        done = threading.Event()
+        done, started = threading.Event(), time.monotonic()
         future = client.call_async(GetCheckpoint.Request(version=version, sha256=sha256))
         future.add_done_callback(lambda _: done.set())
         if not done.wait(self.timeout):
@@ -113,5 +114,5 @@ class CheckpointFetcher:
         root = self.cache.store(version, sha256 or response.sha256, files)
         self.fetched.append(f"{version}@{response.sha256[:16]}")
         self.node.get_logger().info(f"fetched policy version {version} ({sum(map(len, files.values()))} bytes) "
-                                    f"from {service} into {root}")
+                                    f"from {service} in {time.monotonic() - started:.2f} s into {root}")
         return root
