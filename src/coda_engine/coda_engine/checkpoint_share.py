@@ -107,7 +107,8 @@ class CheckpointCache:
         """Check fetched files (names, model and config present, model hash) and cache them; return the root.
 
         ``sha256``: the hash the goal asked for (empty: take the sender's). The folder appears whole or not at all
-        (written next to it, then renamed), so a worker killed while storing leaves nothing half-written behind.
+        (written next to it, then renamed), so a worker killed while storing leaves nothing half-written behind, and
+        workers of one machine sharing the cache may store the same version at once.
         """
         check_version(version)
         unknown = sorted(set(files) - set(SHARED_FILES))
@@ -128,9 +129,15 @@ class CheckpointCache:
         try:
             for name, data in files.items():
                 (staging / name).write_bytes(data)
-            if folder.exists():  # an incomplete or damaged copy: replaced
-                shutil.rmtree(folder)
-            os.replace(staging, folder)
+            try:
+                os.replace(staging, folder)  # atomic; fails when the folder exists and is not empty
+            except OSError:
+                if self.find(version, digest) is not None:  # another worker on this machine stored it meanwhile
+                    return folder.parent
+                aside = Path(tempfile.mkdtemp(prefix=f".{version}-damaged-", dir=folder.parent))
+                os.replace(folder, aside / version)  # a damaged copy: moved aside, then replaced
+                os.replace(staging, folder)
+                shutil.rmtree(aside, ignore_errors=True)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)

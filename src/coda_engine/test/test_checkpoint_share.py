@@ -95,3 +95,15 @@ def test_find_version_prefers_the_local_folder_then_the_cache(tmp_path: Path) ->
     assert find_version("r001-rl", sha_other, local, cache) == (cached, "")
     assert find_version("r005-rl", sha_other, None, cache) == (None, "this worker has no checkpoint_root")
     assert "no checkpoint folder" in find_version("r005-rl", "", local, cache)[1]
+
+
+def test_workers_sharing_a_cache_store_the_same_version_at_once(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sha = version(tmp_path / "run", "r001-rl", b"x" * 200_000)
+    files = read_version(tmp_path / "run", "r001-rl")[1]
+    cache = CheckpointCache(tmp_path / "cache")
+    with ThreadPoolExecutor(8) as pool:
+        roots = list(pool.map(lambda _: cache.store("r001-rl", sha, files), range(16)))
+    assert set(roots) == {cache.version_root(sha)} and cache.find("r001-rl", sha) == roots[0]
+    assert [p.name for p in roots[0].iterdir()] == ["r001-rl"], "staging folders were left behind"
