@@ -294,3 +294,25 @@ def test_render_experiment_rejects_malformed_input(tmp_path):
     md_path, _ = render_experiment(partial, tmp_path)
     text = md_path.read_text(encoding="utf-8")
     assert "| sft | 0.500 ± 0.100 | n/a | n/a | n/a | n/a | n/a |" in text and "Not in this result: open_loop" in text
+
+
+def test_experiment_aggregate_gives_spread_over_seeds_and_sampling_error(tmp_path):
+    from coda_engine.commands.experiment import aggregate
+
+    first = {"id": 0.8, "position": 0.6, "instruction": 0.5, "object": 0.7, "distractor": 0.8, "ood": 0.65}
+    finals = {"coda": [first, {**first, "id": 0.9, "position": 0.7, "ood": 0.675}]}
+    per_seed = {s: 100 for s in ("id", "position", "instruction", "object", "distractor")}
+    results = aggregate(finals, {"coda": [per_seed, per_seed]})["coda"]
+    assert results["id"]["mean"] == pytest.approx(0.85) and results["id"]["std"] == pytest.approx(0.05)
+    assert results["id"]["episodes"] == 200 and results["id"]["se"] == pytest.approx((0.85 * 0.15 / 200) ** 0.5)
+    # the OOD mean averages four splits of 200 episodes each: its variance is the mean of theirs over 4
+    split_vars = [m * (1 - m) / 200 for m in (0.65, 0.5, 0.7, 0.8)]
+    assert results["ood"]["se"] == pytest.approx((sum(split_vars) / 16) ** 0.5) and results["ood"]["episodes"] == 800
+    assert "se" not in aggregate(finals)["coda"]["id"]  # no episode counts: spread over seeds only
+
+    one_seed = {"results": aggregate({"coda": finals["coda"][:1]}, {"coda": [per_seed]}), "budget": 64, "rounds": 15,
+                "seeds": [0]}
+    text = render_experiment(one_seed, tmp_path)[0].read_text(encoding="utf-8")
+    assert "| coda | 0.800 ± 0.000 |" in text
+    assert "standard error of a split's mean from its held-out episodes is 0.040-0.050" in text
+    assert "one seed: the ± over seeds is 0 by construction" in text

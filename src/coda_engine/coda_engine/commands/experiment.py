@@ -6,9 +6,10 @@ For every seed, round 0 (expert demonstrations, the SFT policy, its held-out eva
 as the ``sft`` method; every other method is a ``coda run`` that starts from that policy
 (``LoopConfig.base_from``) and spends the same ``budget`` scenes per round for the same number of
 rounds. Each method is then scored on the held-out suites of every split after its last round; the
-table reports mean and standard deviation over seeds. Every run is a resumable run folder under
-``--out``: an interrupted experiment continues where it stopped when started again with the same
-``--out``.
+table reports mean and standard deviation over seeds, and the binomial standard error of each mean from the
+number of held-out episodes behind it (sampling error, which a single seed also has). Every run is a
+resumable run folder under ``--out``: an interrupted experiment continues where it stopped when started
+again with the same ``--out``.
 """
 
 from __future__ import annotations
@@ -47,15 +48,34 @@ def _run(run_dir: Path, config: LoopConfig) -> dict[str, Any]:
         loop.close()
 
 
-def aggregate(finals: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
-    """Return ``{method: {split: {"mean", "std"}}}`` (plus ``ood``, the mean of the OOD splits) over seeds."""
+def aggregate(finals: dict[str, list[dict[str, float]]],
+              episodes: dict[str, list[dict[str, int]]] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """Return ``{method: {split: {"mean", "std"}}}`` (plus ``ood``, the mean of the OOD splits) over seeds.
+
+    With ``episodes`` (per method and seed, the held-out episodes behind each split's rate) every entry also gets
+    ``episodes`` (summed over seeds) and ``se``: the binomial standard error of the mean from those episodes alone,
+    ``sqrt(p (1 - p) / episodes)`` (for ``ood``, of the average of the OOD splits). ``std`` is the spread over
+    seeds; ``se`` is how far one measurement can be off by sampling scenes, which one seed alone still shows.
+    """
     results: dict[str, dict[str, dict[str, float]]] = {}
     for method, rows in finals.items():
         results[method] = {}
+        counts = (episodes or {}).get(method, [])
         for split in [*SPLITS, "ood"]:
             values = [row[split] for row in rows if split in row]
-            if values:
-                results[method][split] = {"mean": float(np.mean(values)), "std": float(np.std(values))}
+            if not values:
+                continue
+            entry = {"mean": float(np.mean(values)), "std": float(np.std(values))}
+            if counts and len(counts) == len(rows):
+                parts = OOD_SPLITS if split == "ood" else (split,)
+                totals = [sum(c.get(part, 0) for c in counts) for part in parts]
+                means = [float(np.mean([row[part] for row in rows])) if part != split else entry["mean"]
+                         for part in parts]
+                if all(totals):
+                    variance = sum(m * (1 - m) / n for m, n in zip(means, totals, strict=True)) / len(parts) ** 2
+                    entry["episodes"] = int(sum(totals))
+                    entry["se"] = float(np.sqrt(variance))
+            results[method][split] = entry
     return results
 
 
@@ -69,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     finals: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
+    counts: dict[str, list[dict[str, int]]] = {m: [] for m in args.methods}
     per_round: dict[str, list[dict[str, Any]]] = {m: [] for m in args.methods}
     methods = ["sft", *[m for m in args.methods if m != "sft"]]
     for seed in range(args.seeds):
@@ -89,13 +110,15 @@ def run(args: argparse.Namespace) -> int:
             last = summary["rounds"][-1]
             if method in finals:
                 finals[method].append({**last["per_split"], "ood": last["ood"]})
+                per_family = last.get("episodes_per_family") or {}
+                counts[method].append({split: int(n) * len(config.families) for split, n in per_family.items()})
                 for row in summary["rounds"]:
                     for split, value in {**row["per_split"], "ood": row["ood"]}.items():
                         per_round[method].append({"round": row["round"], "split": split, "mean": value,
                                                   "seed": seed})
     result = {
         "preset": args.preset,
-        "results": aggregate(finals),
+        "results": aggregate(finals, counts),
         "budget": preset.budget,
         "rounds": preset.rounds,
         "seeds": list(range(args.seeds)),

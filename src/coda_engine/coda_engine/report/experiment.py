@@ -4,14 +4,15 @@
 
 Input is the JSON of ``coda experiment``::
 
-    {"results": {method: {split: {"mean": x, "std": y}}}, "budget": n, "rounds": r, "seeds": [...],
-     "per_round": {method: [{"round": i, "split": s, "mean": x}]}}      # per_round optional
+    {"results": {method: {split: {"mean": x, "std": y, "se": e, "episodes": n}}}, "budget": n, "rounds": r,
+     "seeds": [...], "per_round": {method: [{"round": i, "split": s, "mean": x}]}}   # se, episodes, per_round optional
 
 Rows are the methods (``METHODS`` order first, then any other method in the input); columns the
 splits ``id``, ``position``, ``instruction``, ``object``, ``distractor`` and the OOD mean; cells
 ``mean ± std``. The OOD mean of a method is its ``ood`` entry when the input has one (computed per
 seed, the exact spread); otherwise the mean of its four OOD split means, with the mean of their
-spreads as ``±`` (an upper bound of the spread of the average), and the table says so.
+spreads as ``±`` (an upper bound of the spread of the average), and the table says so. The range of the
+``se`` entries (binomial standard errors from the held-out episodes) is given under the table.
 Pure module: no rclpy.
 """
 
@@ -107,6 +108,18 @@ def _setup_line(result: Mapping[str, Any]) -> str:
     )
 
 
+def _standard_errors(result: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Return the ``se`` entries of the result: of the splits and of the OOD means (empty when there are none)."""
+    found: dict[str, list[float]] = {"split": [], "ood": []}
+    results = result.get("results")
+    for per_split in (results.values() if isinstance(results, Mapping) else []):
+        for split, entry in (per_split.items() if isinstance(per_split, Mapping) else []):
+            value = entry.get("se") if isinstance(entry, Mapping) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                found["ood" if split == OOD else "split"].append(float(value))
+    return found if found["split"] else {}
+
+
 def markdown(result: Mapping[str, Any]) -> str:
     """Return the Markdown table (with a line on the setup and how the OOD mean is computed)."""
     methods, cells, estimated = table_cells(result)
@@ -121,6 +134,17 @@ def markdown(result: Mapping[str, Any]) -> str:
         notes.append(
             "OOD mean: mean of the position, instruction, object and distractor means; its ± is the mean of "
             "their stds (an upper bound of the spread of the average)."
+        )
+    errors = _standard_errors(result)
+    if errors:
+        seeds = result.get("seeds", [])
+        one = isinstance(seeds, Sequence) and len(seeds) == 1
+        notes.append(
+            f"Sampling error: the binomial standard error of a split's mean from its held-out episodes is "
+            f"{min(errors['split']):.3f}-{max(errors['split']):.3f}"
+            + (f", of an OOD mean {min(errors['ood']):.3f}-{max(errors['ood']):.3f}" if errors["ood"] else "")
+            + (" (one seed: the ± over seeds is 0 by construction; differences smaller than about twice the "
+               "standard error are within sampling noise)." if one else ".")
         )
     missing = [m for m in METHODS if m not in cells]
     if missing:
