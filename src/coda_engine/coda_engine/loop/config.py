@@ -48,8 +48,8 @@ class LoopConfig:
     workers: int = 2
     """Local simulation worker processes for episodes and evaluation (0: only ROS workers on the domain)."""
     remote_workers: bool = True
-    """Also send episodes to ``sim_bridge`` workers found on the ROS domain (they need the run's checkpoint folder
-    at the same path, e.g. on a shared file system)."""
+    """Also send episodes to ``sim_bridge`` workers found on the ROS domain (one that does not see the run's
+    checkpoint folder fetches each policy version from the run over ROS, ``GetCheckpoint``)."""
     seed: int = 0
     """Seeds every random choice of the run (scene seeds, training, evaluation order)."""
     families: tuple[str, ...] = FAMILIES
