@@ -9,7 +9,9 @@ rounds. Each method is then scored on the held-out suites of every split after i
 table reports mean and standard deviation over seeds, and the binomial standard error of each mean from the
 number of held-out episodes behind it (sampling error, which a single seed also has). Every run is a
 resumable run folder under ``--out``: an interrupted experiment continues where it stopped when started
-again with the same ``--out``.
+again with the same ``--out``. Seeds can be split over machines with ``--first-seed``: each machine runs
+its own ``seed<k>/`` folders, and copying them into one ``--out`` and running over all seeds there
+reads the finished runs back and writes the combined table.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the options of ``coda experiment``."""
     parser.add_argument("--preset", choices=sorted(PRESETS), default="small", help="experiment size")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per method (mean and std over them)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="first seed: runs seeds K .. K+S-1 (to split the seeds of one experiment over machines)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="methods to run")
     parser.add_argument("--workers", type=int, default=2, help="local simulation worker processes")
     parser.add_argument("--out", type=Path, help="experiment folder (default runs/experiment-<preset>)")
@@ -81,8 +85,8 @@ def aggregate(finals: dict[str, list[dict[str, float]]],
 
 def run(args: argparse.Namespace) -> int:
     """Run every method for every seed; print and write the table."""
-    if args.seeds < 1 or args.workers < 0:
-        print("coda experiment: --seeds must be >= 1 and --workers >= 0", file=sys.stderr)
+    if args.seeds < 1 or args.workers < 0 or args.first_seed < 0:
+        print("coda experiment: --seeds must be >= 1, --workers and --first-seed >= 0", file=sys.stderr)
         return 2
     preset = PRESETS[args.preset]
     out = args.out or Path("runs") / f"experiment-{args.preset}"
@@ -92,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     counts: dict[str, list[dict[str, int]]] = {m: [] for m in args.methods}
     per_round: dict[str, list[dict[str, Any]]] = {m: [] for m in args.methods}
     methods = ["sft", *[m for m in args.methods if m != "sft"]]
-    for seed in range(args.seeds):
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    for seed in seeds:
         base_dir = out / f"seed{seed}" / "sft"
         for method in methods:
             run_dir = out / f"seed{seed}" / method
@@ -121,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         "results": aggregate(finals, counts),
         "budget": preset.budget,
         "rounds": preset.rounds,
-        "seeds": list(range(args.seeds)),
+        "seeds": seeds,
         "per_round": per_round,
         "settings": dataclasses.asdict(preset),
         "seconds": round(time.monotonic() - start, 1),
