@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,9 @@ SHARED_FILES = (MODEL_FILE, CONFIG_FILE, EVALUATION_FILE)
 Trainer state and metrics stay with the run."""
 MAX_FILE_BYTES = 256 * 1024 * 1024
 """Largest file sent (a policy of this project is about 1 MB)."""
+STALE_STAGING_S = 600.0
+"""A staging folder (``.<version>-*`` beside the version) untouched this long was left by a worker killed while
+storing; the next store of that version removes it. A store in progress takes well under a second."""
 _VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -125,6 +129,7 @@ class CheckpointCache:
         if self.find(version, digest) is not None:
             return folder.parent
         folder.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_staging(folder.parent, version)
         staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=folder.parent))
         try:
             for name, data in files.items():
@@ -142,6 +147,24 @@ class CheckpointCache:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
         return folder.parent
+
+
+def _remove_stale_staging(parent: Path, version: str, now: float | None = None) -> list[Path]:
+    """Remove the staging folders of ``version`` under ``parent`` untouched for :data:`STALE_STAGING_S`.
+
+    Returns the folders removed.
+    """
+    now = time.time() if now is None else now
+    removed = []
+    for path in parent.glob(f".{version}-*"):
+        try:
+            stale = path.is_dir() and now - path.stat().st_mtime > STALE_STAGING_S
+        except OSError:  # removed by another worker meanwhile
+            continue
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def find_version(version: str, sha256: str, checkpoint_root: Path | None,

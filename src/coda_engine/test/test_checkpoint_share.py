@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from coda_engine.checkpoint_share import (
+    STALE_STAGING_S,
     CheckpointCache,
     CheckpointShareError,
     find_version,
@@ -80,6 +83,23 @@ def test_cache_checks_stores_whole_folders_and_keys_them_by_model_hash(tmp_path:
     (root_a / "r001-rl" / "model.safetensors").write_bytes(b"damaged")
     assert cache.find("r001-rl", sha_a) is None
     assert cache.store("r001-rl", sha_a, files) == root_a and cache.find("r001-rl", sha_a) == root_a
+
+
+def test_a_store_removes_staging_folders_left_by_a_killed_worker(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    sha = version(run, "r001-rl", b"weights")
+    cache = CheckpointCache(tmp_path / "cache")
+    parent = cache.version_root(sha)
+    stale, fresh = parent / ".r001-rl-killed", parent / ".r001-rl-storing"
+    for folder in (stale, fresh):
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"half")
+    old = time.time() - STALE_STAGING_S - 60
+    os.utime(stale, (old, old))
+    assert cache.store("r001-rl", sha, read_version(run, "r001-rl")[1]) == parent
+    assert not stale.exists(), "the killed worker's staging folder is still there"
+    assert fresh.is_dir(), "a store in progress (recent staging folder) was removed"
+    assert cache.find("r001-rl", sha) == parent
 
 
 def test_find_version_prefers_the_local_folder_then_the_cache(tmp_path: Path) -> None:

@@ -309,6 +309,9 @@ def test_experiment_aggregate_gives_spread_over_seeds_and_sampling_error(tmp_pat
     split_vars = [m * (1 - m) / 200 for m in (0.65, 0.5, 0.7, 0.8)]
     assert results["ood"]["se"] == pytest.approx((sum(split_vars) / 16) ** 0.5) and results["ood"]["episodes"] == 800
     assert "se" not in aggregate(finals)["coda"]["id"]  # no episode counts: spread over seeds only
+    # a run evaluated on some splits only (LoopConfig.eval_splits): the OOD mean's error comes from those alone
+    subset = aggregate({"coda": [{"id": 0.8, "position": 0.6, "ood": 0.6}]}, {"coda": [{"id": 40, "position": 40}]})
+    assert subset["coda"]["ood"]["episodes"] == 40 and subset["coda"]["ood"]["se"] == pytest.approx((0.24 / 40) ** 0.5)
 
     one_seed = {"results": aggregate({"coda": finals["coda"][:1]}, {"coda": [per_seed]}), "budget": 64, "rounds": 15,
                 "seeds": [0]}

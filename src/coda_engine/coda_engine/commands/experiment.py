@@ -71,7 +71,8 @@ def aggregate(finals: dict[str, list[dict[str, float]]],
                 continue
             entry = {"mean": float(np.mean(values)), "std": float(np.std(values))}
             if counts and len(counts) == len(rows):
-                parts = OOD_SPLITS if split == "ood" else (split,)
+                parts = ([s for s in OOD_SPLITS if all(s in row for row in rows)]  # the OOD splits evaluated
+                         if split == "ood" else [split])
                 totals = [sum(c.get(part, 0) for c in counts) for part in parts]
                 means = [float(np.mean([row[part] for row in rows])) if part != split else entry["mean"]
                          for part in parts]

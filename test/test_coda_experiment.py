@@ -1,0 +1,97 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""`coda experiment` end to end on a tiny preset: runs per method and seed, the table's figures, read-back.
+
+Real loops (MuJoCo episodes, training, SQLite memories) at sizes that take about a minute; what is checked is
+that the table holds what each run measured and that an experiment started again re-runs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from coda_engine.commands import experiment
+from coda_engine.loop.config import PRESETS, Preset
+
+TINY = Preset(rounds=1, budget=3, loop={
+    "families": ["reach", "push"], "base_demos_per_family": 3, "base_sft_steps": 30, "probe_per_family": 1,
+    "finetune_steps": 20, "rl_env_steps": 256, "rl_eval_episodes": 2, "eval_per_family": 1,
+    "final_eval_per_family": 2, "eval_splits": ["id", "position"]})
+METHODS = ["sft", "closed_loop", "coda"]
+
+
+def _args(out: Path) -> argparse.Namespace:
+    return argparse.Namespace(preset="tiny", seeds=1, first_seed=1, methods=METHODS, workers=1, out=out, quiet=True,
+                              json=True)
+
+
+def _last_round_progress(db: Path) -> dict[str, float]:
+    """Mean success per split over families in the run's last round, read from its memory."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT split, AVG(success) FROM progress WHERE round = (SELECT MAX(round) FROM progress) "
+                            "GROUP BY split").fetchall()
+    return {str(split): float(mean) for split, mean in rows}
+
+
+def _step_count(db: Path) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM loop_steps").fetchone()[0])
+
+
+def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(PRESETS, "tiny", TINY)
+    out = tmp_path / "exp"
+    assert experiment.run(_args(out)) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    result = json.loads((out / "results.json").read_text())
+    assert printed["results"] == result["results"]
+    assert (result["seeds"], result["budget"], result["rounds"]) == ([1], 3, 1)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["seed1"]  # --first-seed 1: no seed 0
+    assert (out / "results.md").is_file()
+
+    for method in METHODS:
+        run = out / "seed1" / method
+        config = json.loads((run / "config.json").read_text())
+        assert (config["seed"], config["method"]) == (1, method)
+        if method == "sft":
+            assert config["rounds"] == 0
+        else:
+            assert (config["rounds"], config["budget"]) == (1, 3)
+            assert Path(config["base_from"]) == (out / "seed1" / "sft").resolve()
+        measured = _last_round_progress(run / "memory.db")
+        table = result["results"][method]
+        assert set(measured) == {"id", "position"}
+        for split, mean in measured.items():
+            assert table[split]["mean"] == pytest.approx(mean)
+            assert table[split]["std"] == 0.0  # one seed
+            assert table[split]["episodes"] == 2 * 2  # final_eval_per_family x families
+            assert table[split]["se"] == pytest.approx((mean * (1 - mean) / 4) ** 0.5)
+        assert table["ood"]["mean"] == pytest.approx(measured["position"])  # the only OOD split here
+
+    # the loop methods start from the sft run's policy: round 0's scores are read from it, not measured again
+    for method in ("closed_loop", "coda"):
+        with sqlite3.connect(out / "seed1" / method / "memory.db") as conn:
+            outputs = json.loads(conn.execute(
+                "SELECT outputs FROM loop_steps WHERE round = 0 AND step = 'evaluate'").fetchone()[0])
+        assert outputs["reused_from"] == str((out / "seed1" / "sft").resolve())
+
+    steps = {m: _step_count(out / "seed1" / m / "memory.db") for m in METHODS}
+    assert experiment.run(_args(out)) == 0  # started again: every run is finished and only read back
+    again = json.loads((out / "results.json").read_text())
+    assert again["results"] == result["results"]
+    assert {m: _step_count(out / "seed1" / m / "memory.db") for m in METHODS} == steps
+
+
+def test_experiment_refuses_bad_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for field, value in (("seeds", 0), ("first_seed", -1), ("workers", -2)):
+        args = argparse.Namespace(**{**vars(_args(tmp_path / "exp")), "preset": "small", field: value})
+        assert experiment.run(args) == 2
+        assert "--seeds must be >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "exp").exists()
