@@ -295,3 +295,47 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
         assert gate and gate[0]["robot_id"] == "panda_fake_0"
     page = (run_dir / "report.html").read_text()
     assert 'class="sim-vs-real"' in page and "panda_fake_0" in page and 'class="interventions"' in page
+
+
+
+def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_was(tmp_path: Path) -> None:
+    """LoopConfig.bc_gate_episodes: the round's BC update against its parent on the same new scenes."""
+    from coda_engine.loop.rounds import CoevolutionLoop
+    from coda_engine.memory import MemoryStore
+
+    fields = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0}
+    loop = CoevolutionLoop(tmp_path / "kept", LoopConfig(**fields))
+    try:
+        loop.run()
+        train = loop.output(1, "train")
+        gate = train["bc_gate"]
+        assert gate["episodes_per_family"] == 3 and set(gate["per_family_after"]) == {"push"}
+        assert gate["kept"] == (gate["after"] >= gate["before"])
+        if gate["kept"]:
+            assert loop.store.get("policy_version", "r001-bc").payload["metrics"]["bc_gate"] == gate
+        # the same gate against the scripted expert as parent: scored on real episodes, and the weak update refused
+        expert = loop._bc_gate(1, "expert", "r001-bc")
+        assert expert["before"] >= 2 / 3 > expert["after"] and not expert["kept"], expert
+    finally:
+        loop.close()
+
+    class RefusingLoop(CoevolutionLoop):
+        """Scores the BC update as usual, then refuses it whatever the scores (the refused path, deterministic)."""
+
+        def _bc_gate(self, r: int, parent: str, version: str) -> dict:
+            return {**super()._bc_gate(r, parent, version), "kept": False}
+
+    refused = RefusingLoop(tmp_path / "refused", LoopConfig(**fields))
+    try:
+        refused.run()
+        train = refused.output(1, "train")
+        assert not train["bc_gate"]["kept"] and train["bc_version"] == "r001-bc"
+        assert train["version"] in ("r000-sft", "r001-rl")  # the parent, or PPO started from it and kept
+        assert train["rl"]["kept"] == (train["version"] == "r001-rl")
+        assert refused.output(1, "evaluate")["version"] == train["version"]
+    finally:
+        refused.close()
+    with MemoryStore(tmp_path / "refused" / "memory.db") as store:
+        assert store.get("policy_version", "r001-bc") is None  # a refused update is not a policy version
+        if train["version"] == "r001-rl":
+            assert store.get("policy_version", "r001-rl").payload["parent"] == "r000-sft"

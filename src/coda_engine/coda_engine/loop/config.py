@@ -78,6 +78,13 @@ class LoopConfig:
     held-out suites: 1e-3 with warm-up gave OOD .372, 5e-4 without .295, 2.5e-4 with .245; the SFT policy .245)."""
     finetune_warmup: int = 100
     """Steps over which each round's behaviour-cloning rate ramps up from 0 (its optimizer starts fresh)."""
+    bc_gate_episodes: int = 0
+    """Episodes per family of the BC gate: a round's behaviour-cloning update replaces the policy only if its mean
+    success over families on new ``id`` scenes (the same scenes for both) is at most ``bc_gate_tolerance`` below the
+    policy it started from; else the round keeps that policy (and PPO starts from it). 0: always kept, as in the
+    measured tables."""
+    bc_gate_tolerance: float = 0.1
+    """How far below its parent (mean success over families) a BC update may score and still be kept."""
     max_new_demos: int = 0
     """Most new expert demonstrations per round (0: one per generated scene)."""
     rl_env_steps: int = 1024
@@ -129,11 +136,14 @@ class LoopConfig:
             if getattr(self, name) < 1:
                 errors.append(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("rounds", "workers", "probe_per_family", "finetune_steps", "finetune_warmup", "max_new_demos",
-                     "rl_env_steps", "rl_eval_episodes", "critic_epochs", "final_eval_per_family"):
+                     "rl_env_steps", "rl_eval_episodes", "critic_epochs", "final_eval_per_family",
+                     "bc_gate_episodes"):
             if getattr(self, name) < 0:
                 errors.append(f"{name}={getattr(self, name)} must be >= 0")
         if not 0.0 < self.critic_lr < 1.0:
             errors.append(f"critic_lr={self.critic_lr} must be in (0, 1)")
+        if not 0.0 <= self.bc_gate_tolerance <= 1.0:
+            errors.append(f"bc_gate_tolerance={self.bc_gate_tolerance} must be in [0, 1]")
         if not 0.0 < self.finetune_lr < 1.0:
             errors.append(f"finetune_lr={self.finetune_lr} must be in (0, 1)")
         if self.base_demos_per_family < 2:

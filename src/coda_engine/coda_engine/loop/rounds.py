@@ -22,8 +22,9 @@ Round r >= 1:
    per family) and the generation program of round r + 1 (with the memory's history of earlier
    diagnoses, so fixed conditions are replayed, unless the method runs without memory).
 5. **train**: the expert demonstrates the generated scenes; behaviour cloning continues on every
-   demonstration so far; then PPO on the family with the most failures, shaped by its potential
-   (sparse reward without Text2potential), kept only if it does at least as well as before on new scenes.
+   demonstration so far (with ``bc_gate_episodes``, kept only if it scores no more than ``bc_gate_tolerance``
+   below the policy it started from on new scenes); then PPO on the family with the most failures, shaped by
+   its potential (sparse reward without Text2potential), kept only if it does better than before on new scenes.
 6. **evaluate**: held-out suites of every split; success per split and family goes to memory.
 
 Every step's outputs are written to memory when the step finishes; files a step writes are complete
@@ -639,11 +640,17 @@ class CoevolutionLoop:
         log.close()
         policy.net.eval()
         save_checkpoint(folder, policy.net, version, {"trainer": "loop-bc", "round": r, "parent": parent})
-        self.store.put_policy_version(r, version_id=version, checkpoint_dir=folder, parent=parent,
-                                      metrics={"trainer": "bc", "steps": cfg.finetune_steps, "val_loss": bc_loss,
-                                               "demo_episodes": sum(s.num_episodes for s in sets)})
         out: dict[str, Any] = {"bc_version": version, "version": version, "new_demos": new_demos,
                                "demo_episodes": sum(s.num_episodes for s in sets), "bc_val_loss": bc_loss}
+        if cfg.bc_gate_episodes and cfg.finetune_steps:
+            out["bc_gate"] = gate = self._bc_gate(r, parent, version)
+            if not gate["kept"]:
+                out["version"], folder = parent, self.ckpt_root / parent
+        if out["version"] == version:
+            self.store.put_policy_version(r, version_id=version, checkpoint_dir=folder, parent=parent,
+                                          metrics={"trainer": "bc", "steps": cfg.finetune_steps, "val_loss": bc_loss,
+                                                   "demo_episodes": out["demo_episodes"],
+                                                   **({"bc_gate": out["bc_gate"]} if "bc_gate" in out else {})})
         family = self.output(r, "programs").get("rl_family", "")
         if cfg.rl_env_steps and family:
             out["rl"] = rl = self._rl(r, family, folder)
@@ -651,6 +658,25 @@ class CoevolutionLoop:
                 out["version"] = rl["version"]
         out["seconds"] = round(time.time() - start, 1)
         return out
+
+    def _bc_gate(self, r: int, parent: str, version: str) -> dict[str, Any]:
+        """Score the round's BC update and the policy it started from on the same new ``id`` scenes, per family."""
+        from coda_engine.sim.generator import generate
+        from coda_engine.sim.scene import SceneParams
+
+        cfg = self.config
+        rng = self._rng(r, 7)
+        scenes = [generate(family, rng, SceneParams(split="id")) for family in cfg.families
+                  for _ in range(cfg.bc_gate_episodes)]
+        rates = {}
+        for name in (parent, version):
+            episodes = self._local_episodes(scenes, name, f"r{r:03d}-gate-{name}")
+            rates[name] = {family: float(np.mean([e.success for s, e in zip(scenes, episodes, strict=True)
+                                                  if s.family == family])) for family in cfg.families}
+        before, after = (float(np.mean(list(rates[n].values()))) for n in (parent, version))
+        return {"before": before, "after": after, "kept": after >= before - cfg.bc_gate_tolerance,
+                "per_family_before": rates[parent], "per_family_after": rates[version],
+                "episodes_per_family": cfg.bc_gate_episodes}
 
     def _rl(self, r: int, family: str, init_from: Path) -> dict[str, Any]:
         from coda_policy.rl import RLConfig, train_rl
