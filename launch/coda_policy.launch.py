@@ -3,6 +3,8 @@
 """The language-conditioned ``policy`` node of one arm.
 
     ros2 launch launch/coda_policy.launch.py namespace:=arm0 checkpoint_root:=/data/policies initial_version:=v1
+    ros2 launch launch/coda_policy.launch.py namespace:=arm0 initial_version:=r003-bc \
+        checkpoint_service:=/coda_run/get_checkpoint      # a machine without the run's disk
 
 Parameters come from coda_policy's ``config/policy.yaml``; the launch arguments (also ``family``, the task
 family whose staged program tracks the stage) override the ones that differ per deployment. The node's
@@ -24,6 +26,7 @@ ARGUMENTS = (
     ("checkpoint_root", "", "folder of policy version folders (relative checkpoint URIs resolve under it)"),
     ("initial_version", "", "version folder under checkpoint_root loaded at start-up (empty: wait for one)"),
     ("family", "reach", "task family whose staged program tracks the stage index"),
+    ("checkpoint_service", "", "the run's GetCheckpoint service: versions not on this machine are fetched from it"),
 )
 
 

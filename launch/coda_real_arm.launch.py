@@ -11,6 +11,8 @@
 
 With ``policy:=true`` a ``policy`` node reads the same robot file (joint names, topics, control rate) and commands the
 arm through the bridge's ``arm_command`` (the sim-first gate, IK and the safety layer apply as in episodes).
+On a robot's machine without the run's disk, ``checkpoint_service:=/coda_run/get_checkpoint`` lets it fetch
+``policy_version`` (and later announced versions) from the running loop, as the bridge does for episodes.
 
 On a robot, start its ros2_control driver (joint trajectory controller, gripper controller, camera and
 perception) in the same namespace, or remap the topics in the robot file; the bridge is the same either way.
@@ -42,7 +44,8 @@ def _arm(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     if context.launch_configurations["policy"].lower() in ("1", "true", "yes"):
         conf = context.launch_configurations
         policy_params = {"robot_config": robot_file, "checkpoint_root": conf["checkpoint_root"],
-                         "initial_version": conf["policy_version"], "family": conf["family"]}
+                         "initial_version": conf["policy_version"], "family": conf["family"],
+                         "checkpoint_service": conf["checkpoint_service"]}
         nodes.append(Node(package="coda_policy", executable="policy", namespace=namespace,
                           parameters=[policy_params], output="screen"))
     return nodes
@@ -61,6 +64,9 @@ def generate_launch_description() -> LaunchDescription:
                                   description="start a policy node that drives the arm live through the bridge"),
             DeclareLaunchArgument("policy_version", default_value="",
                                   description="version folder under checkpoint_root the policy node loads"),
+            DeclareLaunchArgument("checkpoint_service", default_value="",
+                                  description="the run's GetCheckpoint service (e.g. /coda_run/get_checkpoint): "
+                                              "the policy node fetches versions not under checkpoint_root"),
             DeclareLaunchArgument("family", default_value="reach",
                                   description="task family whose staged program the policy node tracks"),
             OpaqueFunction(function=_arm),

@@ -274,6 +274,8 @@ class EpisodeExport:
     """References to the stored keyframes (e.g. sha256 blob names)."""
     frame_id: str = ""
     """Camera frame of the keyframes; empty: ``<robot_id>/scene_camera``."""
+    model_sha256: str = ""
+    """SHA-256 of the acting version's model file (``ArmCommand.policy_sha256``); empty for the expert or unknown."""
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,7 @@ def episode_messages(ep: EpisodeExport, start_ns: int) -> tuple[list[TimedMessag
             command = {
                 "header": {"stamp": _stamp(t), "frame_id": "world"},
                 "policy_version": str(r.get("policy_version", "")),
+                "policy_sha256": ep.model_sha256,
                 "delta": {"x": action[0], "y": action[1], "z": action[2]},
                 "gripper": gripper_to_message(action[3]),
                 "hold": False,
@@ -503,11 +506,14 @@ def export_run(run_dir: Path, out: Path, *, round_index: int = -1) -> ExportSumm
         which = f"round {round_index}" if round_index >= 0 else "any round"
         if not episodes and not diagnoses:
             raise ExportError(f"{run_dir}: no episodes or diagnoses in {which} (nothing to export)")
+        models = {str(v.payload.get("version_id", "")): str(v.payload.get("model_sha256", ""))
+                  for v in all_records(store, "policy_version")}
         exports = []
         for rec in episodes:
             hashes = [str(h) for h in rec.payload.get("keyframe_hashes", [])]
             frames = store.load_keyframes(rec) if hashes else []
-            exports.append(EpisodeExport(result=dict(rec.payload), keyframes=list(frames), keyframe_uris=hashes))
+            exports.append(EpisodeExport(result=dict(rec.payload), keyframes=list(frames), keyframe_uris=hashes,
+                                         model_sha256=models.get(str(rec.payload.get("policy_version", "")), "")))
         start = min([r.created for r in episodes] or [r.created for r in diagnoses])
         metadata = {
             "run_dir": str(run_dir.resolve()),

@@ -65,10 +65,11 @@ class Probe:
             return True
         return spin_until(self.node, done, seconds)
 
-    def command(self, dx: float = 0.0, dy: float = 0.0, dz: float = 0.0, version: str = "expert") -> None:
+    def command(self, dx: float = 0.0, dy: float = 0.0, dz: float = 0.0, version: str = "expert",
+                sha256: str = "") -> None:
         from coda_msgs.msg import ArmCommand
 
-        msg = ArmCommand(policy_version=version, gripper=1.0)  # open
+        msg = ArmCommand(policy_version=version, policy_sha256=sha256, gripper=1.0)  # open
         msg.delta.x, msg.delta.y, msg.delta.z = dx, dy, dz
         self.commands.publish(msg)
 
@@ -190,7 +191,19 @@ def test_bridge_fetches_versions_from_the_run_and_gates_them(tmp_path: Path, sta
     assert server.sent == {"r001-rl": 1, "r002-rl": 1}
     missing = probe.run_episode(scene, "r003-rl", checkpoint_service=server.name)  # the run does not have it
     assert not missing.accepted and "sim-first gate" in missing.error and "r003-rl" in missing.error, missing.error
-    assert [e.kind for e in probe.events].count("gate") == 2
+    gates = lambda: [e.kind for e in probe.events].count("gate")  # noqa: E731
+    assert probe.spin(5.0, lambda: gates() == 2), f"{gates()} gate events"  # events arrive on their own topic
+    # live commands name their model: the bridge gates the copy of exactly that model it fetched for the episode
+    assert probe.spin(20.0, lambda: probe.q is not None)
+    before = probe.q.copy()
+    probe.drive(2.0, dy=0.005, version="r001-rl", sha256=good)
+    assert np.max(np.abs(probe.q - before)) > 0.02, "live commands of a gated-in, fetched version did not move the arm"
+    assert gates() == 2
+    probe.drive(1.0, dy=0.005, version="r002-rl", sha256=poor)  # fetched too, but below the gate
+    probe.drive(1.0, dy=0.005, version="r001-rl")  # no hash, no checkpoint_root: which model is unknown
+    assert probe.spin(5.0, lambda: gates() == 4), f"{gates()} gate events"
+    details = [e.detail for e in probe.events if e.kind == "gate"][2:]
+    assert len(details) == 2 and "20.0%" in details[0] and "not on this machine" in details[1], details
 
 
 @pytest.mark.parametrize("kind,safety,delta", [

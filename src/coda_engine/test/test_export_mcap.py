@@ -49,9 +49,11 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         episodes = all_records(store, "episode")
         frames = {r.record_id: store.load_keyframes(r) for r in episodes}
         diagnoses = all_records(store, "diagnosis")
+        models = {r.payload["version_id"]: r.payload["model_sha256"] for r in all_records(store, "policy_version")}
     finally:
         store.close()
-    return {"run_dir": run_dir, "path": path, "episodes": episodes, "frames": frames, "diagnoses": diagnoses}
+    return {"run_dir": run_dir, "path": path, "episodes": episodes, "frames": frames, "diagnoses": diagnoses,
+            "models": models}
 
 
 def _expected_counts(episodes, diagnoses) -> dict[str, int]:
@@ -102,6 +104,10 @@ def test_rosbags_reads_the_export(exported):
     for command, action in zip(commands, actions, strict=True):
         assert [command.delta.x, command.delta.y, command.delta.z] == pytest.approx(action[:3])
         assert command.gripper == pytest.approx(-action[3])
+    # each command names the acting version's model as memory recorded it (empty for the expert)
+    for command in commands:
+        assert command.policy_sha256 == exported["models"].get(command.policy_version, "")
+    assert any(command.policy_sha256 for command in commands), "no exported command names a trained model"
 
 
 def test_mcap_ros2_decoder_and_rclpy_read_the_export(exported):
@@ -163,6 +169,7 @@ def test_encoder_names_the_missing_field():
     command = {
         "header": {"stamp": {"sec": 1, "nanosec": 2}, "frame_id": "world"},
         "policy_version": "v1",
+        "policy_sha256": "",
         "delta": {"x": 0.01, "y": 0.0, "z": -0.02},
         "gripper": -1.0,
         "hold": False,

@@ -161,6 +161,38 @@ def test_sim_bridge_runs_expert_episodes_and_rejects_bad_goals(rclpy_node: Any, 
     assert sim_bridge.poll() is None
 
 
+def test_the_runs_checkpoint_service_answers_while_the_loop_does_not_spin(rclpy_node: Any, tmp_path: Any,
+                                                                         save_policy_version: Any) -> None:
+    """The runner's node is spun only during batches; its get_checkpoint service answers at any time of the run."""
+    import rclpy
+
+    from coda_engine.loop.workers import EpisodeRunner
+    from coda_msgs.srv import GetCheckpoint
+
+    run = tmp_path / "checkpoints"
+    sha = save_policy_version(run / "r002-bc", 0.8)
+    owner = rclpy.create_node("coda_run_under_test", context=rclpy_node.context)
+    runner = EpisodeRunner(0, run, node=owner)
+    try:
+        assert runner.checkpoint_server.name == "/coda_run_under_test/get_checkpoint"
+        client = rclpy_node.create_client(GetCheckpoint, runner.checkpoint_server.name)
+        assert spin_until(rclpy_node, client.service_is_ready, 15.0), "the run's get_checkpoint did not appear"
+        for version, digest in (("r002-bc", sha), ("r009-bc", "")):
+            future = client.call_async(GetCheckpoint.Request(version=version, sha256=digest))
+            assert spin_until(rclpy_node, future.done, 15.0), f"no answer for {version}"  # only the caller spins
+            answer = future.result()
+            if version == "r002-bc":
+                assert answer.success and answer.sha256 == sha
+                assert {f.name for f in answer.files} == {"model.safetensors", "config.json", "evaluation.json"}
+            else:
+                assert not answer.success and "r009-bc" in answer.error
+        assert runner.checkpoint_server.sent == {"r002-bc": 1}
+    finally:
+        runner.close()
+        owner.destroy_node()
+    assert runner.checkpoint_server is None
+
+
 def test_sim_bridge_fetches_a_version_it_lacks_once_and_refuses_a_wrong_one(rclpy_node: Any, start_process: Any,
                                                                             tmp_path: Any,
                                                                             save_policy_version: Any) -> None:

@@ -38,9 +38,52 @@ def _object_states(arm: SimArm, stamp: Any) -> ObjectStates:
     return msg
 
 
-def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_process, tiny_policy_config):
-    import rclpy
+class _Cell:
+    """The policy node's world from the test's side: feeds joint and object states, collects its commands."""
 
+    def __init__(self, node: Any, arm: SimArm, feed: dict[str, bool]) -> None:
+        import rclpy
+
+        self.node, self.arm, self.feed = node, arm, feed
+        self.commands: list[ArmCommand] = []
+        node.create_subscription(ArmCommand, "arm_command", self.commands.append, 10)
+        self.joints = node.create_publisher(JointState, "joint_states", 10)
+        self.objects = node.create_publisher(ObjectStates, "object_states", 10)
+        self.instruction = node.create_publisher(String, "instruction", 10)
+        self.version = node.create_publisher(PolicyVersion, "policy_version", 10)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(node)
+
+    def publish_inputs(self) -> None:
+        stamp = self.node.get_clock().now().to_msg()
+        if self.feed.get("joints", True):
+            js = JointState(name=list(SimArm.joint_names), position=[float(q) for q in self.arm.joint_positions()])
+            if self.feed.get("nan", False):
+                js.position[0] = math.nan
+            js.header.stamp = stamp
+            self.joints.publish(js)
+        self.objects.publish(_object_states(self.arm, stamp))
+
+    def run_until(self, done: Callable[[ArmCommand], bool], timeout: float = 40.0) -> ArmCommand:
+        """Feed inputs every 50 ms and spin until a command satisfies ``done``; return it."""
+        end = time.monotonic() + timeout
+        last_feed = 0.0
+        while time.monotonic() < end:
+            if time.monotonic() - last_feed > 0.05:
+                self.publish_inputs()
+                last_feed = time.monotonic()
+            self.executor.spin_once(timeout_sec=0.02)
+            while self.commands:
+                cmd = self.commands.pop(0)
+                if done(cmd):
+                    return cmd
+        raise AssertionError("no matching arm_command within the timeout")
+
+    def close(self) -> None:
+        self.executor.remove_node(self.node)
+
+
+def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_process, tiny_policy_config):
     for seed, name in ((0, "v1"), (1, "v2")):
         save_checkpoint(tmp_path / name, build_policy(tiny_policy_config, seed).net.eval(), name)
     start_process([sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args",
@@ -49,39 +92,9 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
                    "-p", "busy_poll_s:=0.01"])  # polls 10 ms of each 50 ms period: that path is exercised too
     arm = SimArm()
     arm.reset(generate("reach", np.random.default_rng(0), SceneParams()))
-    commands: list[ArmCommand] = []
-    rclpy_node.create_subscription(ArmCommand, "arm_command", commands.append, 10)
-    joints_pub = rclpy_node.create_publisher(JointState, "joint_states", 10)
-    objects_pub = rclpy_node.create_publisher(ObjectStates, "object_states", 10)
-    instr_pub = rclpy_node.create_publisher(String, "instruction", 10)
-    version_pub = rclpy_node.create_publisher(PolicyVersion, "policy_version", 10)
-    executor = rclpy.executors.SingleThreadedExecutor(context=rclpy_node.context)
-    executor.add_node(rclpy_node)
     feed = {"joints": True, "nan": False}
-
-    def publish_inputs() -> None:
-        stamp = rclpy_node.get_clock().now().to_msg()
-        if feed["joints"]:
-            js = JointState(name=list(SimArm.joint_names), position=[float(q) for q in arm.joint_positions()])
-            if feed["nan"]:
-                js.position[0] = math.nan
-            js.header.stamp = stamp
-            joints_pub.publish(js)
-        objects_pub.publish(_object_states(arm, stamp))
-
-    def run_until(done: Callable[[ArmCommand], bool], timeout: float = 40.0) -> ArmCommand:
-        end = time.monotonic() + timeout
-        last_feed = 0.0
-        while time.monotonic() < end:
-            if time.monotonic() - last_feed > 0.05:
-                publish_inputs()
-                last_feed = time.monotonic()
-            executor.spin_once(timeout_sec=0.02)
-            while commands:
-                cmd = commands.pop(0)
-                if done(cmd):
-                    return cmd
-        raise AssertionError("no matching arm_command within the timeout")
+    cell = _Cell(rclpy_node, arm, feed)
+    run_until, instr_pub, version_pub = cell.run_until, cell.instruction, cell.version
 
     first = run_until(lambda c: True)
     assert first.hold and first.hold_reason
@@ -100,7 +113,7 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
     version_pub.publish(PolicyVersion(version_id="v2", checkpoint_uri="v2",
                                       checkpoint_sha256=sha256_file(tmp_path / "v2" / MODEL_FILE)))
     assert run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_version == "v2"
-    executor.remove_node(rclpy_node)
+    cell.close()
 
 
 def test_policy_node_refuses_a_bad_robot_file(ros_domain: int, tmp_path) -> None:
@@ -112,3 +125,39 @@ def test_policy_node_refuses_a_bad_robot_file(ros_domain: int, tmp_path) -> None
                            "-p", f"robot_config:={robot}"], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert str(robot) in done.stderr and "joint_names" in done.stderr, done.stderr[-2000:]
+
+
+def test_policy_node_fetches_the_versions_this_machine_lacks(tmp_path, rclpy_node, start_process, tiny_policy_config):
+    """A live policy beside a robot without the run's disk: versions come from the run's get_checkpoint service."""
+    from coda_engine.ros.checkpoints import CheckpointServer
+
+    run = tmp_path / "run" / "checkpoints"  # the loop's machine
+    digests = {}
+    for seed, name in ((0, "v1"), (1, "v2")):
+        save_checkpoint(run / name, build_policy(tiny_policy_config, seed).net.eval(), name)
+        digests[name] = sha256_file(run / name / MODEL_FILE)
+    server = CheckpointServer(rclpy_node, run)
+    cache = tmp_path / "robot-cache"
+    start_process([sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args",
+                   "-p", "control_rate_hz:=20.0", "-p", "family:=reach", "-p", "initial_version:=v1",
+                   "-p", f"checkpoint_service:={server.name}", "-p", f"checkpoint_cache:={cache}"])
+    arm = SimArm()
+    arm.reset(generate("reach", np.random.default_rng(0), SceneParams()))
+    cell = _Cell(rclpy_node, arm, {})
+    cell.run_until(lambda c: True)
+    cell.instruction.publish(String(data="touch the red ball"))
+    first = cell.run_until(lambda c: not c.hold)
+    assert (first.policy_version, first.policy_sha256) == ("v1", digests["v1"])  # initial_version, fetched
+    cell.version.publish(PolicyVersion(version_id="v2", checkpoint_uri="file:///on/the/loop/machine/v2",
+                                       checkpoint_sha256=digests["v2"]))
+    assert cell.run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_sha256 == digests["v2"]
+    # a version the run cannot give (no such model): logged, and the node keeps commanding with v2
+    cell.version.publish(PolicyVersion(version_id="v3", checkpoint_uri="file:///on/the/loop/machine/v3",
+                                       checkpoint_sha256="0" * 64))
+    seen: list[str] = []
+    cell.run_until(lambda c: seen.append(c.policy_version) is None and len(seen) >= 30)
+    assert set(seen) == {"v2"}
+    cell.close()
+    assert server.sent == {"v1": 1, "v2": 1}
+    for name, digest in digests.items():
+        assert sha256_file(cache / digest[:16] / name / MODEL_FILE) == digest

@@ -102,14 +102,22 @@ class EpisodeRunner:
         """Interventions announced on the arms' ``safety_events`` topics, by id (collected while batches run)."""
         self._event_subs: dict[str, Any] = {}
         self.checkpoint_server: Any = None
-        """Serves this run's versions to workers on other machines (created with the first ROS batch)."""
+        """Serves this run's versions on ``<node FQN>/get_checkpoint`` to workers, arms and live policy nodes on
+        other machines, from a thread of its own for the whole run (with a node only)."""
         self._model_sha256: dict[str, str] = {}
+        if node is not None:
+            from coda_engine.ros.checkpoints import BackgroundCheckpointServer
+
+            self.checkpoint_server = BackgroundCheckpointServer(node, self.checkpoint_root)
 
     def close(self) -> None:
-        """Stop the local processes."""
+        """Stop the local processes and the checkpoint service."""
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+        if self.checkpoint_server is not None:
+            self.checkpoint_server.close()
+            self.checkpoint_server = None
 
     def _servers(self) -> list[str]:
         from rclpy.action import get_action_names_and_types
@@ -139,10 +147,6 @@ class EpisodeRunner:
             from coda_engine.ros.clients import EngineClient
 
             self.client = EngineClient(self.node)
-        if self.checkpoint_server is None:
-            from coda_engine.ros.checkpoints import CheckpointServer
-
-            self.checkpoint_server = CheckpointServer(self.node, self.checkpoint_root)
         for ns in self.arms:
             if ns not in self._event_subs:
                 from coda_engine.ros.arm_bridge_node import EVENT_QOS

@@ -17,7 +17,9 @@ needs a scene set up.
   it (checked against the goal's model hash; :func:`coda_engine.real.episode.run_real_episode`); versions refused
   by the sim-first gate, bad scenes and goals sent while an episode runs end REJECTED with the reason.
 - ``arm_command`` (coda_msgs/ArmCommand) in: live control by a ``policy`` node (same action space; gate, IK
-  and safety as in episodes); ignored while an episode runs.
+  and safety as in episodes); ignored while an episode runs. The gate reads the version under ``checkpoint_root``
+  or, when the command names its model's SHA-256 and that model is not there, the copy of exactly that model in
+  ``checkpoint_cache`` (where this machine's policy node or an episode fetched it).
 - ``estop`` (std_srvs/Trigger) and the ``estop`` topic (std_msgs/Bool, true = stop): hold and latch;
   ``reset_estop`` (std_srvs/Trigger) releases the latch.
 - ``operator_verdict`` (std_srvs/SetBool, data = success): an operator's verdict on the running episode
@@ -50,6 +52,7 @@ from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from coda_engine import policies
+from coda_engine.checkpoint_share import CheckpointShareError, find_version
 from coda_engine.episodes import STATUS_REJECTED, RecordingConfig
 from coda_engine.real.episode import ArmKinematics, JointReading, PoseReading, run_real_episode
 from coda_engine.real.robot import (
@@ -118,6 +121,10 @@ class _BridgeIO:
         self.node.record(intervention, self.episode_id)
 
 
+LIVE_LOOKUP_RETRY_S = 1.0
+"""A live command's version not found on this machine is looked up again after this long, s (not every command)."""
+
+
 class ArmBridgeNode(Node):
     """One real arm on the ROS graph (see the module docstring)."""
 
@@ -154,6 +161,8 @@ class ArmBridgeNode(Node):
         self.live_holding = False
         self.live_hold_kind = ""  # kind of the intervention that holds the live path (reported once per hold)
         self.gates: dict[str, bool] = {}
+        self.live_roots: dict[tuple[str, str], tuple[Path | None, str, float]] = {}
+        """(version, model SHA-256) of live commands -> (root holding the version, why not found, when looked up)."""
         self._name_warned: set[str] = set()
         self.joint_order = JointOrder((*self.robot.joint_names, *self.robot.finger_joints))
         self.send_lock = threading.Lock()
@@ -306,12 +315,27 @@ class ArmBridgeNode(Node):
             self.gates[key] = True
         return refused
 
+    def live_gate(self, version: str, sha256: str, now: float) -> str:
+        """Return '' when a live command's version may drive the arm, else why (folder looked up per version+hash)."""
+        if version in ("", policies.EXPERT):
+            return self.gate(version)
+        root, why, when = self.live_roots.get((version, sha256), (None, "", -LIVE_LOOKUP_RETRY_S))
+        if root is None and now - when >= LIVE_LOOKUP_RETRY_S:
+            try:
+                root, why = find_version(version, sha256, self.checkpoint_root, self.checkpoints.cache)
+            except CheckpointShareError as exc:
+                root, why = None, str(exc)
+            self.live_roots[(version, sha256)] = (root, why, now)
+        if root is None:
+            return f"policy version {version!r} is not on this machine: {why}"
+        return self.gate(version, root)
+
     def on_arm_command(self, msg: ArmCommand) -> None:
         """Live control: gate, IK, safety, then the controller; ignored while an episode runs or e-stop latched."""
         if self.episode_lock.locked() or self.safety.latched:
             return
         now = time.monotonic()
-        refused = self.gate(msg.policy_version)
+        refused = self.live_gate(msg.policy_version, msg.policy_sha256, now)
         if refused:
             if msg.policy_version != self.live_version:
                 self.live_version = msg.policy_version

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Policy versions over ROS (``coda_msgs/srv/GetCheckpoint``) for workers and arms on other machines.
 
-:class:`CheckpointServer` runs in the loop and serves ``<run>/checkpoints/<version>/``;
-:class:`CheckpointFetcher` runs in ``sim_bridge`` and ``arm_bridge``: for a ``RunEpisode`` goal it finds the version
-on this machine or fetches it from the service the goal names, then checks and caches it
-(:mod:`coda_engine.checkpoint_share` has the rules).
+:class:`CheckpointServer` serves ``<run>/checkpoints/<version>/``; in the loop it runs as a
+:class:`BackgroundCheckpointServer`, on its own node and thread, so it answers at any time of the run, not only
+while a batch of episodes waits. :class:`CheckpointFetcher` runs in ``sim_bridge``, ``arm_bridge`` and the live
+``policy`` node: it finds a version on this machine or fetches it from the run's service, then checks and caches
+it (:mod:`coda_engine.checkpoint_share` has the rules).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from coda_engine.checkpoint_share import CheckpointCache, CheckpointShareError, find_version, read_version
@@ -37,11 +39,11 @@ def default_cache() -> Path:
 class CheckpointServer:
     """Serves the versions of one run's checkpoint folder on ``<node's name>/get_checkpoint``."""
 
-    def __init__(self, node: Node, checkpoint_root: Path) -> None:
-        """Create the service on ``node``; :attr:`name` is what goals carry as ``checkpoint_service``."""
+    def __init__(self, node: Node, checkpoint_root: Path, name: str = "") -> None:
+        """Create the service ``name`` (default ``<node FQN>/get_checkpoint``; goals carry it) on ``node``."""
         self.node = node
         self.root = Path(checkpoint_root)
-        self.name = f"{node.get_fully_qualified_name().rstrip('/')}/get_checkpoint"
+        self.name = name or f"{node.get_fully_qualified_name().rstrip('/')}/get_checkpoint"
         self.sent: dict[str, int] = {}
         """Versions sent, and how often."""
         self.service = node.create_service(GetCheckpoint, self.name, self.on_request)
@@ -58,6 +60,50 @@ class CheckpointServer:
         response.files = [CheckpointFile(name=name, data=data) for name, data in files.items()]
         self.sent[request.version] = self.sent.get(request.version, 0) + 1
         return response
+
+
+class BackgroundCheckpointServer:
+    """A :class:`CheckpointServer` on a node of its own, spun by a thread of its own.
+
+    The service keeps the name it would have on ``owner`` (``<owner FQN>/get_checkpoint``), while ``owner`` itself is
+    spun only when its user waits (the loop's runner spins its node during batches only).
+    """
+
+    def __init__(self, owner: Node, checkpoint_root: Path) -> None:
+        """Start serving ``checkpoint_root`` under ``owner``'s name, in ``owner``'s context."""
+        import rclpy
+
+        self.node = rclpy.create_node(f"{owner.get_name()}_checkpoint_server", namespace=owner.get_namespace(),
+                                      context=owner.context)
+        self.server = CheckpointServer(self.node, checkpoint_root,
+                                       f"{owner.get_fully_qualified_name().rstrip('/')}/get_checkpoint")
+        self.name = self.server.name
+        self._executor = SingleThreadedExecutor(context=owner.context)
+        self._executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name="checkpoint_server", daemon=True)
+        self._thread.start()
+
+    @property
+    def sent(self) -> dict[str, int]:
+        """Versions sent, and how often."""
+        return self.server.sent
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.node.context.ok():
+            try:
+                self._executor.spin_once(timeout_sec=0.1)
+            except Exception:  # the context shut down under the thread: stop serving
+                if not self.node.context.ok():
+                    return
+                raise
+
+    def close(self) -> None:
+        """Stop the thread and destroy the node."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._executor.shutdown(timeout_sec=1)
+        self.node.destroy_node()
 
 
 class CheckpointFetcher:

@@ -10,11 +10,18 @@ Topics (relative to the node's namespace):
 - ``policy_version`` (coda_msgs/PolicyVersion) in: a new version, loaded off the control path (SHA-256 checked)
   and swapped in atomically
 - ``arm_command`` (coda_msgs/ArmCommand) out: one per tick; ``hold`` with a reason when inputs are missing,
-  stale or not finite, or no version is loaded (the reason is also logged when it changes)
+  stale or not finite, or no version is loaded (the reason is also logged when it changes); it names the version
+  and its model's SHA-256, so an ``arm_bridge`` gates exactly that model
 
 With ``robot_config`` (a real arm's robot file, the one its ``arm_bridge`` reads) the node reads that driver's joint
 names, its ``topics.joint_states`` and ``topics.object_poses`` and its ``control_rate_hz``, so it drives the arm live
 through the bridge (``launch/coda_real_arm.launch.py policy:=true``).
+
+On a machine without the run's disk, ``checkpoint_service`` names the run's ``GetCheckpoint`` service (``coda run``
+serves ``/coda_run/get_checkpoint``, the ``coda_loop`` node ``/coda_loop/get_checkpoint``, for the whole run): a
+version whose folder is not here with the announced model hash, ``initial_version`` included, is taken from the
+cache (``checkpoint_cache``, shared with the bridges of this machine) or fetched once, checked and cached
+(:mod:`coda_engine.checkpoint_share`).
 
 The logic lives in :mod:`coda_policy.control`; this node only converts and schedules. Each tick runs the
 controller's compiled action mean (C++ ``coda_core_cpp.ObjectTokenActor``, else NumPy; rebuilt per version and
@@ -46,7 +53,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from coda_msgs.msg import ArmCommand, ObjectStates, PolicyVersion
-from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version
+from coda_policy.checkpoint import MODEL_FILE
+from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version, sha256_file
 from coda_policy.ros.convert import checkpoint_folder, fill_command_msg, objects_from_msg, stamp_seconds
 
 PARAMETERS: dict[str, tuple[object, str]] = {
@@ -57,6 +65,9 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "program": ("", "staged potential program source (overrides the family's)"),
     "checkpoint_root": ("", "folder of version folders; relative checkpoint URIs resolve under it"),
     "initial_version": ("", "version folder under checkpoint_root loaded at start-up (empty: none)"),
+    "checkpoint_service": ("", "the run's GetCheckpoint service: versions not readable here are fetched from it, "
+                               "hash-checked and cached (empty: local folders only)"),
+    "checkpoint_cache": ("", "folder of fetched versions (empty: $XDG_CACHE_HOME or ~/.cache, then coda/checkpoints)"),
     "trigger": ("timer", "'timer': command at control_rate_hz; 'joint_states': one command per joint_states message"),
     "executor": ("single", "'single' (SingleThreadedExecutor) or 'events' (rclpy's EventsExecutor, lower latency)"),
     "busy_poll_s": (0.0, "after each command keep polling for input this long instead of sleeping (0: off), s"),
@@ -93,10 +104,18 @@ class PolicyNode(Node):
                                     max_delta=float(value["max_delta_m"]), family=str(value["family"]),
                                     program=str(value["program"]))
         self.checkpoint_root = str(value["checkpoint_root"])
+        self.checkpoint_service = str(value["checkpoint_service"])
+        self.fetcher = None
+        if self.checkpoint_service:
+            from coda_engine.ros.checkpoints import CheckpointFetcher
+
+            cache = str(value["checkpoint_cache"])
+            self.fetcher = CheckpointFetcher(self, None, Path(cache) if cache else None)
         self.controller = PolicyController(self.config)
         self.kinematics = PandaKinematics(joint_names, finger_joints)
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader")
         self._embedder = None
+        self._digests: dict[str, str] = {}  # version -> its model's SHA-256 (what ArmCommand.policy_sha256 carries)
         self._last_reason = None
         self.publisher = self.create_publisher(ArmCommand, "arm_command", 10)
         self._command = ArmCommand()  # filled and published every tick (publish serialises it at once)
@@ -116,7 +135,8 @@ class PolicyNode(Node):
         if self.trigger == "timer":
             self.timer = self.create_timer(1.0 / self.config.control_rate_hz, self.on_tick)
         if value["initial_version"]:
-            self.worker.submit(self._load, Path(self.checkpoint_root) / str(value["initial_version"]), "")
+            version = str(value["initial_version"])
+            self.worker.submit(self._load, version, Path(self.checkpoint_root) / version, "")
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -161,11 +181,35 @@ class PolicyNode(Node):
         except ValueError as exc:
             self.get_logger().error(f"policy_version {msg.version_id!r} rejected: {exc}")
             return
-        self.worker.submit(self._load, folder, msg.checkpoint_sha256)
+        self.worker.submit(self._load, msg.version_id, folder, msg.checkpoint_sha256)
 
-    def _load(self, folder: Path, sha256: str) -> None:
+    def _here(self, version: str, folder: Path, sha256: str) -> Path:
+        """Return a folder on this machine holding ``version`` with model hash ``sha256`` (empty: any).
+
+        ``folder`` when it holds that model (or no service is set: loading then says what is wrong), else the
+        cached or fetched copy. Raises ``LookupError`` saying why the version is neither here nor fetchable.
+        """
+        if self.fetcher is None:
+            return folder
+        from coda_engine.checkpoint_share import model_sha256
+
+        local = model_sha256(folder)
+        if local and (not sha256 or local == sha256):
+            return folder
+        root = self.fetcher.root_for(version, sha256, self.checkpoint_service)
+        if root is None:
+            raise LookupError("the announcement names no version id to fetch")
+        return root / version
+
+    def _load(self, version: str, folder: Path, sha256: str) -> None:
+        try:
+            folder = self._here(version, folder, sha256)
+        except LookupError as exc:
+            self.get_logger().error(f"policy version {version!r} not loaded: {exc}")
+            return
         try:
             loaded = load_version(folder, sha256)
+            self._digests[loaded.version] = sha256.lower() or sha256_file(folder / MODEL_FILE)
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             self.get_logger().error(f"policy version in {folder} not loaded: {exc}")
             return
@@ -186,7 +230,7 @@ class PolicyNode(Node):
         cmd = self.controller.tick(self._now())
         # The command is stamped with the observation it was computed from (ArmCommand.header).
         stamp = self._obs_stamp if self._obs_stamp is not None else self.get_clock().now().to_msg()
-        self.publisher.publish(fill_command_msg(self._command, cmd, stamp))
+        self.publisher.publish(fill_command_msg(self._command, cmd, stamp, self._digests.get(cmd.version, "")))
         if self.busy_poll_ns:
             self.poll_until_ns = time.monotonic_ns() + self.busy_poll_ns
         if cmd.reason != self._last_reason:
