@@ -167,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     ros = None if args.no_ros else _Ros(Path(run_dir) / "memory.db")
     print(f"coda run: {config.method}, {config.rounds} rounds x {config.budget} scenes, {config.workers} local "
-          f"workers -> {run_dir}" + ("" if ros is None else " (memory events on /memory_events)"), flush=True)
+          f"workers -> {run_dir}" + ("" if ros is None else " (memory events on /memory_events, policy versions "
+                                    "served on /coda_run/get_checkpoint)"), flush=True)
     try:
         loop = CoevolutionLoop(run_dir, config, node=None if ros is None else ros.node, fleet=fleet)
     except ValueError as error:
