@@ -44,7 +44,9 @@ class TextEmbedder:
     cache_file: Path | None = None
     """Optional ``.npz`` file the cache is loaded from and saved to (:meth:`save`)."""
     batch_size: int = 64
-    """Strings encoded per model call."""
+    """Strings encoded per model call. Above 1 a batch is padded to its longest string, and a vector's last bits
+    (about 1e-7) then depend on which strings were encoded with it; 1 makes every vector independent of that
+    (about 20 ms per string on one core instead of about 5)."""
 
     def __post_init__(self) -> None:
         """Load the on-disk cache if there is one."""

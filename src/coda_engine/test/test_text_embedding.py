@@ -24,3 +24,18 @@ def test_embeddings_are_unit_vectors_that_reflect_meaning(tmp_path: Path) -> Non
     embedder.save()
     reloaded = TextEmbedder(cache_file=tmp_path / "cache.npz")
     assert len(reloaded) == 3 and np.array_equal(reloaded.embed_one(texts[2]), vectors[2])
+
+
+def test_one_string_per_call_gives_vectors_that_do_not_depend_on_what_came_before() -> None:
+    # batch_size=64 fails this check on these strings (last bits differ by about 1e-7)
+    texts = [f"pick up the red cube number {i} and place it in the bin" for i in range(64)] + ["touch the ball"]
+    fresh = TextEmbedder(batch_size=1).embed(texts)
+    earlier = TextEmbedder(batch_size=1)
+    earlier.embed(texts[:10])
+    assert np.array_equal(earlier.embed(texts), fresh)  # bit for bit
+
+
+def test_the_process_embedder_encodes_one_string_per_call() -> None:
+    from coda_policy.serving import embedder
+
+    assert embedder().batch_size == 1

@@ -31,13 +31,17 @@ _EMBEDDER: Any = None
 
 
 def embedder() -> Any:
-    """Return the process-wide text embedder (MiniLM, cached per string), created on first use."""
+    """Return the process-wide text embedder (MiniLM, cached per string), created on first use.
+
+    It encodes every string alone (``batch_size=1``): a string's vector then never depends on which strings this
+    process encoded before, so a run gives the same numbers whether it was resumed or shared its process.
+    """
     global _EMBEDDER
     with _LOCK:
         if _EMBEDDER is None:
             from coda_engine.text_embedding import TextEmbedder
 
-            _EMBEDDER = TextEmbedder()
+            _EMBEDDER = TextEmbedder(batch_size=1)
     return _EMBEDDER
 
 

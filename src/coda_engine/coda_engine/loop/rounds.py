@@ -163,11 +163,17 @@ class CoevolutionLoop:
 
     def run_round(self, r: int) -> None:
         """Run the unfinished steps of round ``r``."""
+        import torch
+
         for step in steps_of(r):
             done = self.store.finished_step(r, step)
             if done is None:
                 if self.on_event is not None:
                     self.on_event(r, step, None)
+                # Every step computes with the configured thread count, whatever ran before in this process (a
+                # text embedding at 2 threads differs from one at 1 in the last bits, and a run would then depend on
+                # whether it was resumed or shared its process with another run).
+                torch.set_num_threads(self.config.torch_threads)
                 done = getattr(self, f"_step_{step}")(r)
                 self.store.finish_step(r, step, done)
             self.outputs[(r, step)] = done

@@ -769,7 +769,7 @@ class MemoryStore:
         if self._embedder is None:
             from coda_engine.text_embedding import TextEmbedder
 
-            self._embedder = TextEmbedder()
+            self._embedder = TextEmbedder(batch_size=1)  # vectors independent of what this store embedded before
         vectors = np.asarray(self._embedder.embed(texts), dtype=np.float32)  # type: ignore[attr-defined]
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
             raise ValueError(f"embedder returned shape {vectors.shape} for {len(texts)} texts; expected (n, d)")
