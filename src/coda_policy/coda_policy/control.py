@@ -102,6 +102,8 @@ class Command:
     """Tracked stage index."""
     version: str
     """Policy version that produced it (empty if none)."""
+    sha256: str = ""
+    """SHA-256 of that version's model file (empty if none): names the exact weights, whatever the version id."""
 
 
 class PandaKinematics:
@@ -212,6 +214,8 @@ class LoadedPolicy:
     """Version id."""
     net: CodaPolicyNet
     """The network in eval mode."""
+    sha256: str = ""
+    """SHA-256 of the model file it was loaded from (empty: not known); travels with every command it makes."""
 
 
 def sha256_file(path: Path) -> str:
@@ -417,12 +421,11 @@ def compiled_action_mean(net: CodaPolicyNet, embedding: torch.Tensor,
 def load_version(folder: Path, expected_sha256: str = "") -> LoadedPolicy:
     """Load a version folder, checking the weights' SHA-256 when one is given (ValueError on mismatch)."""
     folder = Path(folder)
-    if expected_sha256:
-        actual = sha256_file(folder / MODEL_FILE)
-        if actual != expected_sha256.lower():
-            raise ValueError(f"{folder / MODEL_FILE}: sha256 {actual} != announced {expected_sha256}")
+    actual = sha256_file(folder / MODEL_FILE)
+    if expected_sha256 and actual != expected_sha256.lower():
+        raise ValueError(f"{folder / MODEL_FILE}: sha256 {actual} != announced {expected_sha256}")
     net, config = load_policy(folder)
-    return LoadedPolicy(str(config["version_id"]), net)
+    return LoadedPolicy(str(config["version_id"]), net, actual)
 
 
 class PolicyController:
@@ -501,30 +504,30 @@ class PolicyController:
         objects = list(objects)
         self._objects = (stamp, objects, self.builder.object_slots(objects))
 
-    def _hold(self, reason: str, version: str) -> Command:
-        return Command(np.zeros(3), 0.0, True, reason, int(self.builder.stage), version)
+    def _hold(self, reason: str, policy: LoadedPolicy | None) -> Command:
+        version, sha256 = (policy.version, policy.sha256) if policy is not None else ("", "")
+        return Command(np.zeros(3), 0.0, True, reason, int(self.builder.stage), version, sha256)
 
     def tick(self, now: float) -> Command:
         """Compute this tick's command at time ``now`` (s, same clock as the stamps)."""
         policy = self.policy  # read once: a swap during the tick takes effect next tick
-        version = policy.version if policy is not None else ""
         with self._lock:
             embedding = self._embedding
         if policy is None:
-            return self._hold("no policy version loaded", version)
+            return self._hold("no policy version loaded", policy)
         if embedding is None:
-            return self._hold("no instruction", version)
+            return self._hold("no instruction", policy)
         joints, objects = self._joints, self._objects
         if joints is None or objects is None:
-            return self._hold("waiting for " + ("joint_states" if joints is None else "object_states"), version)
+            return self._hold("waiting for " + ("joint_states" if joints is None else "object_states"), policy)
         for name, stamp in (("joint_states", joints[0]), ("object_states", objects[0])):
             if now - stamp > self.cfg.max_input_age:
-                return self._hold(f"{name} stale: {now - stamp:.3f} s old > {self.cfg.max_input_age} s", version)
+                return self._hold(f"{name} stale: {now - stamp:.3f} s old > {self.cfg.max_input_age} s", policy)
         obs = self.builder.build(joints[1], joints[2], objects[1], objects[2])
         if not np.all(np.isfinite(obs)):
-            return self._hold("non-finite input in the observation", version)
+            return self._hold("non-finite input in the observation", policy)
         if embedding.shape[1] != policy.net.cfg.instruction_dim:
-            return self._hold("instruction embedding does not fit the policy", version)
+            return self._hold("instruction embedding does not fit the policy", policy)
         compiled = self._compiled
         if compiled is not None and compiled[0] is policy and compiled[1] is embedding:
             action = np.asarray(compiled[2](obs), dtype=np.float64)
@@ -533,8 +536,8 @@ class PolicyController:
                 mean, _ = policy.net(torch.from_numpy(obs)[None], embedding)
             action = mean[0].numpy().astype(np.float64)
         if not np.all(np.isfinite(action)):
-            return self._hold("policy output not finite", version)
+            return self._hold("policy output not finite", policy)
         limit = min(self.cfg.max_delta, policy.net.cfg.max_delta)
         delta = np.clip(action[:3] * policy.net.cfg.max_delta, -limit, limit)
         gripper = float(np.clip(action[3], -1.0, 1.0))
-        return Command(delta, gripper, False, "", int(self.builder.stage), version)
+        return Command(delta, gripper, False, "", int(self.builder.stage), policy.version, policy.sha256)

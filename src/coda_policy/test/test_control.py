@@ -98,9 +98,21 @@ def test_load_version_checks_the_announced_hash(tmp_path, tiny_policy_config):
     net = build_policy(tiny_policy_config, 0).net.eval()
     folder = save_checkpoint(tmp_path / "v9", net, "v9")
     digest = sha256_file(folder / MODEL_FILE)
-    assert load_version(folder, digest).version == "v9"
+    loaded = load_version(folder, digest)
+    assert (loaded.version, loaded.sha256) == ("v9", digest)
     with pytest.raises(ValueError, match="sha256"):
         load_version(folder, "0" * 64)
+    # Unannounced hash: still computed, so commands name the exact weights. Another model under the same
+    # version id gets its own hash, and every command (holds included) carries the hash of the model it came from.
+    other = save_checkpoint(tmp_path / "again" / "v9", build_policy(tiny_policy_config, 1).net.eval(), "v9")
+    retrained = load_version(other)
+    assert retrained.version == "v9" and retrained.sha256 == sha256_file(other / MODEL_FILE) != digest
+    controller = PolicyController(ControlConfig(family="pick_place"))
+    controller.swap(loaded)
+    assert (controller.tick(0.0).version, controller.tick(0.0).sha256) == ("v9", digest)
+    controller.swap(retrained)
+    held = controller.tick(0.0)
+    assert held.hold and (held.version, held.sha256) == ("v9", retrained.sha256)
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [({"max_input_age": 0.0}, "max_input_age"),

@@ -31,15 +31,12 @@ def command_to_msg(cmd: Command, stamp: Time) -> ArmCommand:
     return fill_command_msg(ArmCommand(), cmd, stamp)
 
 
-def fill_command_msg(msg: ArmCommand, cmd: Command, stamp: Time, sha256: str = "") -> ArmCommand:
-    """Write a controller command into ``msg`` (reused from tick to tick by the node) and return it.
-
-    ``sha256``: the model file's hash of ``cmd.version`` (empty: not known).
-    """
+def fill_command_msg(msg: ArmCommand, cmd: Command, stamp: Time) -> ArmCommand:
+    """Write a controller command into ``msg`` (reused from tick to tick by the node) and return it."""
     msg.header.stamp = stamp
     msg.header.frame_id = "world"
     msg.policy_version = cmd.version
-    msg.policy_sha256 = sha256
+    msg.policy_sha256 = cmd.sha256
     delta = cmd.delta.tolist()
     msg.delta.x, msg.delta.y, msg.delta.z = float(delta[0]), float(delta[1]), float(delta[2])
     msg.gripper = gripper_to_message(cmd.gripper)

@@ -53,8 +53,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from coda_msgs.msg import ArmCommand, ObjectStates, PolicyVersion
-from coda_policy.checkpoint import MODEL_FILE
-from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version, sha256_file
+from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version
 from coda_policy.ros.convert import checkpoint_folder, fill_command_msg, objects_from_msg, stamp_seconds
 
 PARAMETERS: dict[str, tuple[object, str]] = {
@@ -115,7 +114,6 @@ class PolicyNode(Node):
         self.kinematics = PandaKinematics(joint_names, finger_joints)
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader")
         self._embedder = None
-        self._digests: dict[str, str] = {}  # version -> its model's SHA-256 (what ArmCommand.policy_sha256 carries)
         self._last_reason = None
         self.publisher = self.create_publisher(ArmCommand, "arm_command", 10)
         self._command = ArmCommand()  # filled and published every tick (publish serialises it at once)
@@ -209,7 +207,6 @@ class PolicyNode(Node):
             return
         try:
             loaded = load_version(folder, sha256)
-            self._digests[loaded.version] = sha256.lower() or sha256_file(folder / MODEL_FILE)
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             self.get_logger().error(f"policy version in {folder} not loaded: {exc}")
             return
@@ -230,7 +227,7 @@ class PolicyNode(Node):
         cmd = self.controller.tick(self._now())
         # The command is stamped with the observation it was computed from (ArmCommand.header).
         stamp = self._obs_stamp if self._obs_stamp is not None else self.get_clock().now().to_msg()
-        self.publisher.publish(fill_command_msg(self._command, cmd, stamp, self._digests.get(cmd.version, "")))
+        self.publisher.publish(fill_command_msg(self._command, cmd, stamp))
         if self.busy_poll_ns:
             self.poll_until_ns = time.monotonic_ns() + self.busy_poll_ns
         if cmd.reason != self._last_reason:
