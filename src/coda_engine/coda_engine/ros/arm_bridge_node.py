@@ -136,15 +136,12 @@ class ArmBridgeNode(Node):
             return self.declare_parameter(name, default, ParameterDescriptor(description=description)).value
 
         path = str(param("robot_config", "", "the robot's YAML file (topics, joints, limits, frames, gate)"))
-        root = str(param("checkpoint_root", "", "folder holding policy version folders (empty = expert only)"))
         self.keyframe_size = int(param("keyframe_size", 64, "keyframe width and height in episode results, px"))
         if not path:
             raise RobotConfigError("parameter robot_config is empty: give the robot's YAML file")
         self.robot = RobotConfig.load(Path(path))
-        self.checkpoint_root = Path(root) if root else None
-        cache = str(param("checkpoint_cache", "", "where versions fetched from the run are kept "
-                                                  "(empty: ~/.cache/coda/checkpoints)"))
-        self.checkpoints = CheckpointFetcher(self, self.checkpoint_root, Path(cache) if cache else None)
+        self.checkpoints = CheckpointFetcher.from_parameters(self)
+        self.checkpoint_root = self.checkpoints.checkpoint_root
         self.safety = SafetyLayer(self.robot.safety, self.robot.control_rate_hz, joint_names=self.robot.joint_names)
         self.kin = ArmKinematics(self.robot.control_rate_hz)
         self.period = 1.0 / self.robot.control_rate_hz

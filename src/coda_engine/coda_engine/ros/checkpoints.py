@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -121,6 +122,17 @@ class CheckpointFetcher:
         self.fetched: list[str] = []
         """``version@sha256[:16]`` of every version fetched, in order."""
         self._lock = threading.Lock()  # one fetch at a time: two goals for one version fetch it once
+
+    @classmethod
+    def from_parameters(cls, node: Node) -> CheckpointFetcher:
+        """Declare a worker node's ``checkpoint_root`` and ``checkpoint_cache`` parameters; build the fetcher."""
+        def declared(name: str, description: str) -> str:
+            return str(node.declare_parameter(name, "", ParameterDescriptor(description=description)).value)
+
+        root = declared("checkpoint_root", "folder holding policy version folders (empty = expert only)")
+        cache = declared("checkpoint_cache", "where versions fetched from the run are kept "
+                                             "(empty: ~/.cache/coda/checkpoints)")
+        return cls(node, Path(root) if root else None, Path(cache) if cache else None)
 
     def root_for(self, version: str, sha256: str, service: str) -> Path | None:
         """Return the folder holding ``<version>/`` for ``policies.resolve`` (None for the expert or no version).

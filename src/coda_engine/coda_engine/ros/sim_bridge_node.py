@@ -27,7 +27,6 @@ from __future__ import annotations
 import itertools
 import math
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
@@ -95,11 +94,8 @@ class SimBridgeNode(Node):
         self.camera_rate = float(param("camera_rate_hz", 2.0, "camera image rate in live mode, Hz (0 = off)"))
         self.camera_size = int(param("camera_size", 64, "camera image width and height, pixels"))
         self.keyframe_size = int(param("keyframe_size", 64, "keyframe width and height in episode results, px"))
-        root = str(param("checkpoint_root", "", "folder holding policy version folders (empty = expert only)"))
-        self.checkpoint_root = Path(root) if root else None
-        cache = str(param("checkpoint_cache", "", "where versions fetched from the run are kept "
-                                                  "(empty: ~/.cache/coda/checkpoints)"))
-        self.checkpoints = CheckpointFetcher(self, self.checkpoint_root, Path(cache) if cache else None)
+        self.checkpoints = CheckpointFetcher.from_parameters(self)
+        self.checkpoint_root = self.checkpoints.checkpoint_root
         family = str(param("initial_family", "reach", "family of the scene loaded at start-up"))
         seed = int(param("initial_seed", 0, "seed of the scene loaded at start-up"))
 
