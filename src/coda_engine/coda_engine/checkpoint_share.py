@@ -69,6 +69,15 @@ def model_sha256(folder: Path) -> str:
     return file_sha256(path) if path.is_file() else ""
 
 
+def model_mismatch(folder: Path, sha256: str) -> str:
+    """'' when ``folder`` holds a model whose hash is ``sha256`` (empty: any model), else why it does not."""
+    local = model_sha256(folder)
+    if local and (not sha256 or local == sha256):
+        return ""
+    return (f"{folder} holds a model with sha256 {local[:16]}..., not {sha256[:16]}..." if local
+            else f"no checkpoint folder {folder}")
+
+
 def read_version(root: Path, version: str, sha256: str = "") -> tuple[str, dict[str, bytes]]:
     """Return the files to send for ``<root>/<version>`` and its model's hash; refuse a model other than ``sha256``."""
     folder = Path(root) / check_version(version)
@@ -177,12 +186,9 @@ def find_version(version: str, sha256: str, checkpoint_root: Path | None,
     check_sha256(sha256)
     why = "this worker has no checkpoint_root"
     if checkpoint_root is not None:
-        folder = Path(checkpoint_root) / version
-        local = model_sha256(folder)
-        if local and (not sha256 or local == sha256):
+        why = model_mismatch(Path(checkpoint_root) / version, sha256)
+        if not why:
             return Path(checkpoint_root), ""
-        why = (f"{folder} holds a model with sha256 {local[:16]}..., not {sha256[:16]}..." if local
-               else f"no checkpoint folder {folder}")
     if cache is not None:
         cached = cache.find(version, sha256)
         if cached is not None:

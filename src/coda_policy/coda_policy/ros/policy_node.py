@@ -189,10 +189,9 @@ class PolicyNode(Node):
         """
         if self.fetcher is None:
             return folder
-        from coda_engine.checkpoint_share import model_sha256
+        from coda_engine.checkpoint_share import model_mismatch
 
-        local = model_sha256(folder)
-        if local and (not sha256 or local == sha256):
+        if not model_mismatch(folder, sha256):
             return folder
         root = self.fetcher.root_for(version, sha256, self.checkpoint_service)
         if root is None:
