@@ -202,6 +202,40 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.ros
+def test_a_second_loop_on_one_domain_is_refused_but_not_after_the_first_was_killed(
+        tmp_path: Path, ros_domain: int, rclpy_node, start_process) -> None:
+    """A live loop blocks ``coda run`` and ``coda_loop`` on its domain; a killed one blocks nothing.
+
+    The first loop is a process with a spinning ``coda_run`` node. Once SIGKILLed it stays in the graph for a while
+    but no longer answers.
+    """
+    from coda_engine.ros.graph import loops_in_graph, refuse_second_loop
+
+    fake_loop = "import rclpy; rclpy.init(); rclpy.spin(rclpy.create_node('coda_run'))"
+    first = start_process([sys.executable, "-c", fake_loop])
+    deadline = time.monotonic() + 30
+    while loops_in_graph(rclpy_node, 0.5) != ["/coda_run"]:
+        assert time.monotonic() < deadline and first.poll() is None, "the first loop's node never showed up"
+    with pytest.raises(RuntimeError, match=rf"another loop \(/coda_run\) is running on ROS domain {ros_domain}"):
+        refuse_second_loop(rclpy_node)
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    # A long watch: a process just started on busy cores can take seconds to see the first one.
+    result = subprocess.run([*CODA, "run", "--config", str(config), "--run-dir", str(tmp_path / "second"),
+                             "--discovery-wait", "60"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "another loop (/coda_run) is running" in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "second").exists(), "the refused run left a folder"
+    loop = subprocess.run([sys.executable, "-m", "coda_engine.ros.loop_node", "--ros-args",
+                           "-p", f"run_dir:={tmp_path / 'launched'}", "-p", "discovery_wait_s:=60.0"],
+                          capture_output=True, text=True, timeout=120)
+    assert loop.returncode == 2 and "another loop (/coda_run)" in loop.stdout + loop.stderr
+    first.kill()
+    first.wait()
+    assert loops_in_graph(rclpy_node, 0.5) == ["/coda_run"], "the killed loop left the graph at once"
+    refuse_second_loop(rclpy_node)  # listed but dead: not refused (coda run --resume right after a SIGKILL)
+
+
+@pytest.mark.ros
 def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Path, ros_domain: int,
                                                                    start_process) -> None:
     """The launch-file layout: coda_loop with no local workers, a sim_bridge process, a memory node process.

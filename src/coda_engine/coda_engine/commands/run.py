@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from coda_engine.loop.config import METHODS
+from coda_engine.ros.graph import DISCOVERY_WAIT_S
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arms", type=Path, metavar="FILE", help="fleet file: simulation workers and real arms "
                         "(arm_bridge namespaces, episode budgets, hours); see config/fleet_example.yaml")
     parser.add_argument("--no-ros", action="store_true", help="no ROS node: no memory topic, no remote workers")
+    parser.add_argument("--discovery-wait", type=float, default=DISCOVERY_WAIT_S, metavar="SECONDS",
+                        help=f"watch the ROS graph this long for another loop on the domain before starting (default "
+                             f"{DISCOVERY_WAIT_S:g}; 0: no check)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html at the end")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -72,14 +76,26 @@ def _config(args: argparse.Namespace) -> Any:
 class _Ros:
     """The ROS side of the process: the loop's node (remote workers) and the memory node, spun in a thread."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, discovery_wait: float = DISCOVERY_WAIT_S) -> None:
+        """Start the nodes; ``RuntimeError`` when another loop runs on this ROS domain (nothing is left running).
+
+        ``discovery_wait``: seconds the graph is watched for that other loop (0: not checked).
+        """
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
+        from coda_engine.ros.graph import refuse_second_loop
         from coda_engine.ros.memory_node import MemoryNode
 
         rclpy.init()
         self.node = rclpy.create_node("coda_run")
+        try:
+            if discovery_wait > 0:
+                refuse_second_loop(self.node, discovery_wait)
+        except RuntimeError:
+            self.node.destroy_node()
+            rclpy.try_shutdown()
+            raise
         self.memory = MemoryNode(db_path=str(db_path))
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.memory)
@@ -164,8 +180,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
     run_dir = args.resume or args.run_dir or new_run_dir(args.runs_root, config.method)
     start = time.monotonic()
+    created = not Path(run_dir).exists()
     Path(run_dir).mkdir(parents=True, exist_ok=True)
-    ros = None if args.no_ros else _Ros(Path(run_dir) / "memory.db")
+    try:
+        ros = None if args.no_ros else _Ros(Path(run_dir) / "memory.db", args.discovery_wait)
+    except RuntimeError as error:
+        if created:
+            Path(run_dir).rmdir()  # still empty: the refused run leaves nothing behind
+        print(f"coda run: {error}", file=sys.stderr)
+        return 2
     print(f"coda run: {config.method}, {config.rounds} rounds x {config.budget} scenes, {config.workers} local "
           f"workers -> {run_dir}" + ("" if ros is None else " (memory events on /memory_events, policy versions "
                                     "served on /coda_run/get_checkpoint)"), flush=True)

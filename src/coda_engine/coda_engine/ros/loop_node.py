@@ -20,6 +20,7 @@ from rclpy.node import Node
 
 from coda_engine.loop.config import LoopConfig
 from coda_engine.loop.rounds import CoevolutionLoop
+from coda_engine.ros.graph import DISCOVERY_WAIT_S, refuse_second_loop
 
 
 class LoopNode(Node):
@@ -39,6 +40,7 @@ class LoopNode(Node):
         }
         self.config_file = str(self.declare_parameter("config_file", "").value)
         self.wait_for_workers = float(self.declare_parameter("wait_for_workers_s", 30.0).value)
+        self.discovery_wait = float(self.declare_parameter("discovery_wait_s", DISCOVERY_WAIT_S).value)
 
     def config(self) -> LoopConfig | None:
         """Return the config of a new run; None when ``run_dir`` holds a run (resumed with its own settings).
@@ -63,10 +65,12 @@ def main(args: list[str] | None = None) -> None:
     rclpy.init(args=args)
     node = LoopNode()
     try:
+        if node.discovery_wait > 0:
+            refuse_second_loop(node, node.discovery_wait)
         loop = CoevolutionLoop(node.run_dir, node.config(), node=node,
                                on_event=lambda r, step, out: node.get_logger().info(
                                    f"round {r} {step}: " + ("started" if out is None else json.dumps(out)[:300])))
-    except ValueError as error:
+    except (ValueError, RuntimeError) as error:
         node.get_logger().error(str(error))
         node.destroy_node()
         rclpy.try_shutdown()
