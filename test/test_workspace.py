@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -73,13 +72,11 @@ def test_coda_unknown_subcommand_is_a_clear_error() -> None:
     assert "invalid choice: 'no-such-command'" in result.stderr
 
 
-def test_bootstrap_second_run_is_quick_and_changes_nothing() -> None:
-    start = time.monotonic()
+def test_bootstrap_second_run_changes_nothing() -> None:
+    """A second set-up on a built workspace installs and builds nothing (it says so for both)."""
     result = subprocess.run(
         ["bash", str(REPO / "scripts" / "bootstrap.sh")], capture_output=True, text=True, timeout=600
     )
-    elapsed = time.monotonic() - start
     assert result.returncode == 0, result.stdout + result.stderr
     assert "packages up to date" in result.stdout
     assert "build up to date" in result.stdout
-    assert elapsed < 60
