@@ -17,6 +17,7 @@ import pytest
 
 from coda_engine.commands import experiment
 from coda_engine.loop.config import PRESETS, Preset
+from coda_engine.provenance import code_label, code_provenance
 
 TINY = Preset(rounds=1, budget=3, loop={
     "families": ["reach", "push"], "base_demos_per_family": 3, "base_sft_steps": 30, "probe_per_family": 1,
@@ -55,6 +56,9 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
     assert (result["seeds"], result["budget"], result["rounds"]) == ([1], 3, 1)
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["seed1"]  # --first-seed 1: no seed 0
     assert (out / "results.md").is_file()
+    label = code_label(code_provenance())  # every run was computed by this checkout, in this process
+    assert result["code"] == {method: {"1": [label]} for method in METHODS}
+    assert f"Code: every run computed with {label}." in (out / "results.md").read_text()
 
     for method in METHODS:
         run = out / "seed1" / method

@@ -188,6 +188,16 @@ def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> Non
     assert scenes_after == scenes_before + TINY["budget"]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert [row["round"] for row in summary["rounds"]] == [0, 1, 2]
+    # Both starts are recorded with the code they ran: this checkout's commit, in the summary too.
+    from coda_engine.memory import MemoryStore
+    from coda_engine.provenance import code_label, workspace_commit
+
+    with MemoryStore(run_dir / "memory.db") as store:
+        starts = store.starts()
+    assert [s["first_round"] for s in starts] == [0, 1]
+    commit, _ = workspace_commit()
+    assert commit and all(s["commit"] == commit and s["packages"]["torch"] for s in starts)
+    assert summary["code"] == list(dict.fromkeys(code_label(s) for s in starts))
 
 
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:

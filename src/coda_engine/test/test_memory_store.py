@@ -80,19 +80,19 @@ def diagnosis(
 
 # ---------------------------------------------------------------- file, schema, migrations
 def test_new_memory_is_versioned_and_in_wal_mode(store: MemoryStore, tmp_path: Path) -> None:
-    assert store.schema_version == memory_schema.LATEST_VERSION == 1
+    assert store.schema_version == memory_schema.LATEST_VERSION == 2
     assert store.path == (tmp_path / "run" / "memory.db").resolve()
     assert store.blob_dir.is_dir()
     conn = sqlite3.connect(store.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,), (2,)]
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {t.table for t in memory_schema.TABLES.values()} | {"events", "blobs", "loop_steps"} <= tables
+    assert {t.table for t in memory_schema.TABLES.values()} | {"events", "blobs", "loop_steps", "run_starts"} <= tables
     conn.close()
     store.close()
     reopened = MemoryStore(store.path, embedder=store._embedder)
-    assert reopened.schema_version == 1
-    assert reopened.conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 1, "v1 applied twice"
+    assert reopened.schema_version == 2
+    assert reopened.conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 2, "a migration applied twice"
     reopened.close()
 
 
@@ -106,14 +106,40 @@ def test_a_second_migration_upgrades_an_existing_file(
 ) -> None:
     with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
         memory.put_critic_version(0, version_id="c1", backend="grounded", info={})
-    v2 = memory_schema.Migration(2, "critic notes", "ALTER TABLE critic_versions ADD COLUMN note TEXT DEFAULT ''")
-    monkeypatch.setattr(memory_store, "MIGRATIONS", (*memory_schema.MIGRATIONS, v2))
-    monkeypatch.setattr(memory_store, "LATEST_VERSION", 2)
+    v3 = memory_schema.Migration(3, "critic notes", "ALTER TABLE critic_versions ADD COLUMN note TEXT DEFAULT ''")
+    monkeypatch.setattr(memory_store, "MIGRATIONS", (*memory_schema.MIGRATIONS, v3))
+    monkeypatch.setattr(memory_store, "LATEST_VERSION", 3)
     with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
-        assert memory.schema_version == 2
-        assert memory.conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [(1,), (2,)]
+        assert memory.schema_version == 3
+        assert memory.conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
+            (1,), (2,), (3,)]
         assert memory.conn.execute("SELECT version_id, note FROM critic_versions").fetchall() == [("c1", "")]
         assert memory.get("critic_version", "c1") is not None
+
+
+def test_a_v1_memory_gets_run_starts_and_keeps_its_records(
+    tmp_path: Path, embedder: TextEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run folder written before v2 opens with the current code: upgraded in place, nothing lost."""
+    with monkeypatch.context() as v1_code:
+        v1_code.setattr(memory_store, "MIGRATIONS", memory_schema.MIGRATIONS[:1])
+        v1_code.setattr(memory_store, "LATEST_VERSION", 1)
+        with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
+            assert memory.schema_version == 1
+            memory.put_critic_version(0, version_id="c1", backend="grounded", info={})
+            memory.finish_step(0, "train", {"version": "r000-sft"})
+    with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
+        assert memory.schema_version == 2 and memory.starts() == []
+        assert memory.get("critic_version", "c1") is not None
+        assert memory.finished_step(0, "train") == {"version": "r000-sft"}
+        assert memory.record_start(0, {"commit": "a" * 40, "dirty": False}) == 1
+        assert memory.record_start(3, {"commit": "b" * 40, "dirty": True}) == 2
+        starts = memory.starts()
+    assert [(s["start_id"], s["first_round"], s["commit"][0], s["dirty"]) for s in starts] == [
+        (1, 0, "a", False), (2, 3, "b", True)]
+    assert all(s["started"] > 0 for s in starts)
+    with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory, pytest.raises(ValueError, match="round"):
+        memory.record_start(-1, {})
 
 
 def test_a_file_from_newer_code_is_refused(tmp_path: Path, embedder: TextEmbedder) -> None:
@@ -122,7 +148,7 @@ def test_a_file_from_newer_code_is_refused(tmp_path: Path, embedder: TextEmbedde
     conn.execute("INSERT INTO schema_version VALUES (7, 'future', 0)")
     conn.commit()
     conn.close()
-    with pytest.raises(RuntimeError, match="schema v7, newer than this code's v1"):
+    with pytest.raises(RuntimeError, match="schema v7, newer than this code's v2"):
         MemoryStore(tmp_path / "memory.db", embedder=embedder)
 
 

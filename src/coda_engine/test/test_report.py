@@ -22,6 +22,7 @@ from coda_engine.cli import main
 from coda_engine.episodes import RecordingConfig, run_recorded_episode
 from coda_engine.memory import MemoryStore
 from coda_engine.policies import resolve
+from coda_engine.provenance import code_label, code_provenance
 from coda_engine.report import svg
 from coda_engine.report.experiment import ExperimentInputError, render_experiment
 from coda_engine.report.html import ReportData, render
@@ -51,6 +52,7 @@ def build_run(run_dir: Path) -> dict[str, Any]:
     rng = np.random.default_rng(7)
     arm = SimArm()
     store = MemoryStore(run_dir / "memory.db")
+    store.record_start(0, code_provenance())
     written: dict[str, Any] = {"episodes": {}, "diagnoses": {}, "rounds": {0: [], 1: []}}
     recording = RecordingConfig(keyframe_size=32)
     history = []
@@ -177,6 +179,9 @@ def test_report_of_a_real_run(run_folder, capsys):
     assert "&lt;script&gt;alert(&#x27;memory&#x27;)&lt;/script&gt;" in page
     # success per round: round 0 failed everywhere, round 1's expert succeeded on the id split
     assert "0.00 (n=1)" in page
+    # the run's start, with the code it ran
+    starts = re.search(r"<h2>Starts of the run.*?</table>", page, flags=re.S).group(0)
+    assert f"<td>{code_label(code_provenance())}</td>" in starts and "torch " in starts
 
 
 def test_report_out_option_and_bad_run_dirs(run_folder, tmp_path, capsys):
@@ -280,6 +285,14 @@ def test_render_experiment(tmp_path):
     assert not EXTERNAL.search(page)
     bars = re.search(r'<svg class="chart grouped-bar-chart".*?</svg>', page, flags=re.S).group(0)
     assert bars.count("<rect") == 6 * 6  # 6 methods x (5 splits + OOD mean)
+    # which code the runs came from: one line naming the commit, or every run when they differ
+    one = {**_experiment(), "code": {"sft": {"0": ["aaaaaaaaaaaa"]}, "coda": {"0": ["aaaaaaaaaaaa"]}}}
+    assert "Code: every run computed with aaaaaaaaaaaa." in render_experiment(one, tmp_path / "one")[0].read_text()
+    mixed = {**_experiment(), "code": {"sft": {"1": ["aaaaaaaaaaaa"]},
+                                        "coda": {"1": ["aaaaaaaaaaaa", "bbbbbbbbbbbb-dirty"]}}}
+    text = render_experiment(mixed, tmp_path / "mixed")[0].read_text()
+    assert ("Code (runs were computed with more than one commit): coda seed 1: aaaaaaaaaaaa then "
+            "bbbbbbbbbbbb-dirty; sft seed 1: aaaaaaaaaaaa.") in text
 
 
 def test_render_experiment_rejects_malformed_input(tmp_path):

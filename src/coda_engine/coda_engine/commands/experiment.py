@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     finals: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
     counts: dict[str, list[dict[str, int]]] = {m: [] for m in args.methods}
     per_round: dict[str, list[dict[str, Any]]] = {m: [] for m in args.methods}
+    code: dict[str, dict[str, list[str]]] = {}  # method -> seed -> the commits its run was computed with
     methods = ["sft", *[m for m in args.methods if m != "sft"]]
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     for seed in seeds:
@@ -113,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                                                "progress": not args.quiet})
             print(f"coda experiment: seed {seed} {method} -> {run_dir}", flush=True)
             summary = _run(run_dir, config)
+            code.setdefault(method, {})[str(seed)] = summary.get("code", [])
             last = summary["rounds"][-1]
             if method in finals:
                 finals[method].append({**last["per_split"], "ood": last["ood"]})
@@ -129,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         "rounds": preset.rounds,
         "seeds": seeds,
         "per_round": per_round,
+        "code": code,
         "settings": dataclasses.asdict(preset),
         "seconds": round(time.monotonic() - start, 1),
     }

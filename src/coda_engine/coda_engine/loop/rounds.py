@@ -156,7 +156,16 @@ class CoevolutionLoop:
         self.store.close()
 
     def run(self) -> dict[str, Any]:
-        """Run (or finish) every round; return :meth:`summary`."""
+        """Run (or finish) every round; return :meth:`summary`.
+
+        A start that has rounds left to run is recorded in memory with the code it runs (``provenance``).
+        """
+        from coda_engine.provenance import code_provenance
+
+        first = next((r for r in range(self.config.rounds + 1)
+                      if any(self.store.finished_step(r, step) is None for step in steps_of(r))), None)
+        if first is not None:
+            self.store.record_start(first, code_provenance())
         for r in range(self.config.rounds + 1):
             self.run_round(r)
         return self.summary()
@@ -206,7 +215,10 @@ class CoevolutionLoop:
             done = self.store.finished_step(r, "episodes")
             if done is not None and "by_source" in done:
                 arms.append({"round": r, **{k: done[k] for k in ("by_source", "by_robot", "arm_notes")}})
-        out = {"run_dir": str(self.run_dir), "method": self.config.method, "rounds": rows}
+        from coda_engine.provenance import code_label
+
+        out = {"run_dir": str(self.run_dir), "method": self.config.method, "rounds": rows,
+               "code": list(dict.fromkeys(code_label(start) for start in self.store.starts()))}
         if arms:
             out["arms"] = arms
         return out

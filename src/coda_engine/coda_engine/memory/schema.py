@@ -204,7 +204,19 @@ class Migration:
         return [s.strip() for s in self.sql.split(";") if s.strip()]
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "records, events, blobs, loop steps", _V1),)
+_V2 = """
+CREATE TABLE IF NOT EXISTS run_starts (
+    start_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started REAL NOT NULL,
+    first_round INTEGER NOT NULL,
+    provenance TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "records, events, blobs, loop steps", _V1),
+    Migration(2, "run starts with the code they ran (coda_engine.provenance)", _V2),
+)
 """Ordered migrations; ``MIGRATIONS[-1].version`` is the version this code writes."""
 LATEST_VERSION = MIGRATIONS[-1].version
 

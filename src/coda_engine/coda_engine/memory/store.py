@@ -709,6 +709,26 @@ class MemoryStore:
             rows = conn.execute("SELECT round, step FROM loop_steps ORDER BY finished, rowid").fetchall()
         return [(int(r), str(s)) for r, s in rows]
 
+    def record_start(self, first_round: int, provenance: dict) -> int:
+        """Record that the run (re)starts at round ``first_round`` with this code (``coda_engine.provenance``).
+
+        Returns the start's number (1 for the first start of the run).
+        """
+        first_round = _check_round(first_round)
+        text = to_json(provenance, "provenance")
+        with self._write() as conn:
+            cursor = conn.execute("INSERT INTO run_starts (started, first_round, provenance) VALUES (?, ?, ?)",
+                                  (time.time(), first_round, text))
+            return int(cursor.lastrowid or 0)
+
+    def starts(self) -> list[dict]:
+        """Every start of the run, oldest first: ``start_id``, ``started`` (Unix s), ``first_round`` + provenance."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT start_id, started, first_round, provenance FROM run_starts "
+                                "ORDER BY start_id").fetchall()
+        return [{"start_id": int(i), "started": float(t), "first_round": int(r), **json.loads(p)}
+                for i, t, r, p in rows]
+
     # ---------------------------------------------------------------- reading
     def get(self, kind: str, record_id: str) -> MemoryRecord | None:
         """Return the record of ``kind`` with ``record_id``, or None."""

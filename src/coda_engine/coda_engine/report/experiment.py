@@ -149,7 +149,25 @@ def markdown(result: Mapping[str, Any]) -> str:
     missing = [m for m in METHODS if m not in cells]
     if missing:
         notes.append(f"Not in this result: {', '.join(missing)}.")
+    code = _code_line(result)
+    if code:
+        notes.append(code)
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
+
+
+def _code_line(result: Mapping[str, Any]) -> str:
+    """Which commits the runs were computed with (optional key ``code``: method -> seed -> labels); '' if absent."""
+    code = result.get("code") or {}
+    if not isinstance(code, Mapping):
+        raise ExperimentInputError(f"code: expected {{method: {{seed: [commit, ...]}}}}, got {code!r}")
+    runs = {(str(m), str(s)): tuple(labels) for m, seeds in code.items() for s, labels in dict(seeds).items()}
+    if not runs:
+        return ""
+    distinct = sorted({label for labels in runs.values() for label in labels})
+    if len(distinct) == 1:
+        return f"Code: every run computed with {distinct[0]}."
+    parts = [f"{m} seed {s}: {' then '.join(labels) or 'unknown'}" for (m, s), labels in sorted(runs.items())]
+    return "Code (runs were computed with more than one commit): " + "; ".join(parts) + "."
 
 
 def _per_round(result: Mapping[str, Any]) -> dict[str, dict[str, list[tuple[int, float]]]]:

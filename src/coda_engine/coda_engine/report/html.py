@@ -94,6 +94,8 @@ class ReportData:
     """Per round with real arms: ``by_source``, ``by_robot`` and ``arm_notes`` of the finished episodes step."""
     interventions: list[Item] = field(default_factory=list)
     """Safety interventions on real arms (``SafetyEvent`` fields)."""
+    starts: list[dict[str, Any]] = field(default_factory=list)
+    """``MemoryStore.starts()``: each start of the run with the code and machine it ran on."""
     generated: float = field(default_factory=time.time)
     """Unix time the data was read."""
 
@@ -158,6 +160,7 @@ def collect(store: Any, title: str = "") -> ReportData:
         if "by_source" in done:
             data.arms.append((int(rnd), done))
     data.interventions = _items(all_records(store, "intervention"))
+    data.starts = list(store.starts())
     return data
 
 
@@ -526,6 +529,19 @@ def _interventions_table(items: Sequence[Item]) -> str:
     return _table(["round", "robot", "kind", "episode", "holding", "detail"], rows, cls="interventions")
 
 
+def _starts_table(starts: Sequence[Mapping[str, Any]]) -> str:
+    from coda_engine.provenance import code_label
+
+    rows = []
+    for start in starts:
+        packages = start.get("packages") or {}
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(start.get("started", 0))))
+        rows.append([start.get("start_id", ""), when, start.get("first_round", ""), code_label(start),
+                     start.get("host", ""), start.get("cpus", ""),
+                     ", ".join(f"{k} {v}" for k, v in packages.items() if v)])
+    return _table(["start", "at", "from round", "code", "host", "cpus", "packages"], rows, numeric=(0, 2, 5))
+
+
 def _section(title: str, body: str, empty: bool, what: str) -> str:
     content = f'<p class="muted">No {esc(what)} recorded.</p>' if empty else body
     return f"<h2>{esc(title)}</h2>{content}"
@@ -654,6 +670,8 @@ def render(data: ReportData) -> str:
     if data.critic_agreement:
         parts.append("<h3>Learned critic against the grounded critic, per round</h3>"
                      + _agreement_table(data.critic_agreement))
+    if data.starts:
+        parts.append("<h2>Starts of the run (code and machine)</h2>" + _starts_table(data.starts))
     if data.finished_steps:
         steps: dict[int, list[str]] = defaultdict(list)
         for rnd, step in data.finished_steps:
