@@ -147,7 +147,11 @@ def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain:
 
 
 def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> None:
-    """SIGKILL in the middle of round 1, then --resume: finished steps are kept as they were."""
+    """SIGKILL in the middle of round 1, then --resume: finished steps are kept as they were.
+
+    The resumed run then equals, bit for bit, the same config run without interruption: every policy version's
+    weights and every success rate.
+    """
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps({**TINY, "rounds": 2, "rl_env_steps": 0}))
     run_dir = tmp_path / "run"
@@ -198,6 +202,22 @@ def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> Non
     commit, _ = workspace_commit()
     assert commit and all(s["commit"] == commit and s["packages"]["torch"] for s in starts)
     assert summary["code"] == list(dict.fromkeys(code_label(s) for s in starts))
+
+    from safetensors.numpy import load_file
+
+    straight = tmp_path / "straight"
+    result = subprocess.run([*CODA, "run", "--config", str(config), "--run-dir", str(straight), "--no-ros",
+                             "--no-report"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    versions = sorted(p.name for p in (straight / "checkpoints").iterdir())
+    assert versions == sorted(p.name for p in (run_dir / "checkpoints").iterdir()) and "r002-bc" in versions
+    for version in versions:
+        a = load_file(straight / "checkpoints" / version / "model.safetensors")
+        b = load_file(run_dir / "checkpoints" / version / "model.safetensors")
+        assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a), f"{version} differs after the resume"
+    rates = "SELECT round, family, split, success, episodes FROM progress ORDER BY round, family, split"
+    with sqlite3.connect(straight / "memory.db") as one, sqlite3.connect(run_dir / "memory.db") as two:
+        assert one.execute(rates).fetchall() == two.execute(rates).fetchall()
 
 
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
