@@ -255,6 +255,9 @@ def test_a_second_loop_on_one_domain_is_refused_but_not_after_the_first_was_kill
                              "--discovery-wait", "60"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "another loop (/coda_run) is running" in result.stderr, result.stderr[-2000:]
     assert not (tmp_path / "second").exists(), "the refused run left a folder"
+    result = subprocess.run([*CODA, "run", "--config", str(config), "--runs-root", str(tmp_path / "runs"),
+                             "--discovery-wait", "60"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and list((tmp_path / "runs").iterdir()) == [], "the refused run left a folder"
     loop = subprocess.run([sys.executable, "-m", "coda_engine.ros.loop_node", "--ros-args",
                            "-p", f"run_dir:={tmp_path / 'launched'}", "-p", "discovery_wait_s:=60.0"],
                           capture_output=True, text=True, timeout=120)

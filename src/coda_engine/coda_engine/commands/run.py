@@ -178,9 +178,9 @@ def run(args: argparse.Namespace) -> int:
         if args.no_ros and fleet.arms:
             print("coda run: --arms with real arms needs ROS (drop --no-ros)", file=sys.stderr)
             return 2
+    created = args.resume is None and (args.run_dir is None or not Path(args.run_dir).exists())
     run_dir = args.resume or args.run_dir or new_run_dir(args.runs_root, config.method)
     start = time.monotonic()
-    created = not Path(run_dir).exists()
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     try:
         ros = None if args.no_ros else _Ros(Path(run_dir) / "memory.db", args.discovery_wait)
