@@ -162,8 +162,9 @@ class CoevolutionLoop:
         """
         from coda_engine.provenance import code_provenance
 
+        finished = set(self.store.finished_steps())
         first = next((r for r in range(self.config.rounds + 1)
-                      if any(self.store.finished_step(r, step) is None for step in steps_of(r))), None)
+                      if any((r, step) not in finished for step in steps_of(r))), None)
         if first is not None:
             self.store.record_start(first, code_provenance())
         for r in range(self.config.rounds + 1):
