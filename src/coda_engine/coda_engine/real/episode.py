@@ -25,7 +25,6 @@ Results carry ``source = SOURCE_REAL`` and no privileged object states. Pure mod
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -255,28 +254,19 @@ class _Episode:
             io.sleep_until(io.now() + 0.05)
 
     def go_home(self) -> str:
-        """Move to the home posture in joint steps the safety layer checks; '' or why it failed."""
+        """Move to the home posture in joint steps the safety layer checks; '' or why it failed.
+
+        Each command is one bounded step from the *measured* joints towards home, so an arm that lags behind
+        (a loaded driver, a slow controller) is never commanded further than one step away from where it is.
+        """
         io, kin, safety = self.io, self.kin, self.safety
         joints = io.joints()
         if joints is None:
             iv = safety.check_watchdog(io.now(), None, None)
             return self.intervene(iv or Intervention("watchdog", "no joint_states received", io.now()), None)
         per_tick = HOME_SPEED_FRACTION * np.asarray(self.robot.safety.max_joint_velocity) / self.rate
-        start = joints.q.copy()
-        ticks = max(1, math.ceil(float(np.max(np.abs(kin.home - start) / per_tick))))
         deadline = io.now() + self.robot.home_timeout_s
         tick = io.now()
-        for k in range(1, ticks + 1):
-            joints, reason = self.fresh_joints()
-            if reason:
-                return reason
-            q = start + (kin.home - start) * (k / ticks)
-            iv = safety.check_command(io.now(), joints.q, q, kin.tcp(joints.q), kin.tcp(q))
-            if iv is not None:
-                return self.intervene(iv, joints)
-            io.send(q, self.opening_cmd, 1.0 / self.rate)
-            tick += 1.0 / self.rate
-            io.sleep_until(tick)
         while True:
             joints, reason = self.fresh_joints()
             if reason:
@@ -289,7 +279,11 @@ class _Episode:
                 iv = Intervention("watchdog", f"home posture not reached within {self.robot.home_timeout_s:g} s "
                                               f"(joint error {error:.3f} rad)", io.now())
                 return self.intervene(iv, joints)
-            io.send(kin.home, self.opening_cmd, 1.0 / self.rate)
+            q = joints.q + np.clip(kin.home - joints.q, -per_tick, per_tick)
+            iv = safety.check_command(io.now(), joints.q, q, kin.tcp(joints.q), kin.tcp(q))
+            if iv is not None:
+                return self.intervene(iv, joints)
+            io.send(q, self.opening_cmd, 1.0 / self.rate)
             tick += 1.0 / self.rate
             io.sleep_until(tick)
 
