@@ -28,7 +28,9 @@ needs a scene set up.
   commands refused one after another for the same reason are one event); the loop stores them in memory.
 
 The safety layer (:class:`coda_engine.real.safety.SafetyLayer`) is always on: a watchdog timer at the control
-rate holds the arm when the joint state stream or a live policy goes silent.
+rate holds the arm when the joint state stream or a live policy goes silent. The arm's streams are subscribed by
+a second node, ``<bridge name>_inputs``, spun on its own thread (:class:`StateInputs`), so their rate does not load
+the executor of the action, the services and the watchdog.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.duration import Duration
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, ShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image, JointState
@@ -60,6 +62,7 @@ from coda_engine.real.robot import (
     JointOrder,
     RobotConfig,
     RobotConfigError,
+    TopicNames,
     gripper_from_message,
 )
 from coda_engine.real.safety import Intervention, SafetyLayer, gate_check
@@ -125,6 +128,50 @@ LIVE_LOOKUP_RETRY_S = 1.0
 """A live command's version not found on this machine is looked up again after this long, s (not every command)."""
 
 
+class StateInputs:
+    """The arm's streams (joint states, perception, camera) on a node of their own, spun by its own thread.
+
+    rclpy's MultiThreadedExecutor rebuilds its wait set over every entity of the node several times per message;
+    with the streams on the bridge node, an idle bridge spent most of a core at 75 messages/s and its GIL
+    contention delayed the joint states it stamps. Here a SingleThreadedExecutor waits on three subscriptions
+    only. The node is ``<bridge name>_inputs`` in the bridge's namespace and subscribes to the topic names as
+    the bridge resolves them, so command-line remappings of the bridge apply to it.
+    """
+
+    def __init__(self, bridge: ArmBridgeNode, topics: TopicNames) -> None:
+        """Create the node and its subscriptions (callbacks are the bridge's) and start spinning it."""
+        self.node = Node(
+            f"{bridge.get_name()}_inputs",
+            namespace=bridge.get_namespace(),
+            context=bridge.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
+        )
+        resolve = bridge.resolve_topic_name
+        self.node.create_subscription(JointState, resolve(topics.joint_states), bridge.on_joint_states, 20)
+        self.node.create_subscription(ObjectStates, resolve(topics.object_poses), bridge.on_objects, 10)
+        self.node.create_subscription(Image, resolve(topics.camera), bridge.on_image, 2)
+        self.executor = SingleThreadedExecutor(context=bridge.context)
+        self.executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name="arm-inputs", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            while not self._stop.is_set() and self.node.context.ok():
+                self.executor.spin_once(timeout_sec=0.1)
+        except (ExternalShutdownException, ShutdownException):
+            pass
+
+    def close(self) -> None:
+        """Stop the thread and destroy the node."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+
+
 class ArmBridgeNode(Node):
     """One real arm on the ROS graph (see the module docstring)."""
 
@@ -164,14 +211,11 @@ class ArmBridgeNode(Node):
         self.joint_order = JointOrder((*self.robot.joint_names, *self.robot.finger_joints))
         self.send_lock = threading.Lock()
 
-        inputs = ReentrantCallbackGroup()
         self.trajectory_pub = self.create_publisher(JointTrajectory, topics.joint_trajectory, 10)
         self.gripper_pub = self.create_publisher(Float64MultiArray, topics.gripper_command, 10)
         self.scene_pub = self.create_publisher(SceneSpec, topics.scene_request, 2)
         self.event_pub = self.create_publisher(SafetyEvent, "safety_events", EVENT_QOS)
-        self.create_subscription(JointState, topics.joint_states, self.on_joint_states, 20, callback_group=inputs)
-        self.create_subscription(ObjectStates, topics.object_poses, self.on_objects, 10, callback_group=inputs)
-        self.create_subscription(Image, topics.camera, self.on_image, 2, callback_group=inputs)
+        self.inputs = StateInputs(self, topics)
         control = MutuallyExclusiveCallbackGroup()
         self.create_subscription(ArmCommand, "arm_command", self.on_arm_command, 10, callback_group=control)
         self.create_timer(self.period, self.on_watchdog, callback_group=control)
@@ -446,7 +490,8 @@ class ArmBridgeNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Run the node with a multi-threaded executor until shutdown."""
-    run_node(ArmBridgeNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=4))
+    run_node(ArmBridgeNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=4),
+             on_exit=lambda node: node.inputs.close())
 
 
 if __name__ == "__main__":

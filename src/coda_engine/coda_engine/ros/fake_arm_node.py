@@ -37,8 +37,6 @@ from typing import Any
 import mujoco
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image, JointState
@@ -183,20 +181,11 @@ class FakeArmNode(Node):
         self.objects_pub = self.create_publisher(ObjectStates, "object_states", 10)
         self.camera_pub = self.create_publisher(Image, "camera/image_raw", 2)
         self.faults_pub = self.create_publisher(String, "~/faults", 10)
-        commands = MutuallyExclusiveCallbackGroup()  # in arrival order; a scene load does not hold them up
-        self.create_subscription(
-            JointTrajectory,
-            "joint_trajectory_controller/joint_trajectory",
-            self.on_trajectory,
-            10,
-            callback_group=commands,
-        )
-        self.create_subscription(
-            Float64MultiArray, "gripper_controller/commands", self.on_gripper, 10, callback_group=commands
-        )
-        self.create_subscription(
-            SceneSpec, "scene_request", self.on_scene, 2, callback_group=MutuallyExclusiveCallbackGroup()
-        )
+        # one executor thread: commands are handled in arrival order; a scene load (about 0.2 s) holds them up
+        trajectory_topic = "joint_trajectory_controller/joint_trajectory"
+        self.create_subscription(JointTrajectory, trajectory_topic, self.on_trajectory, 10)
+        self.create_subscription(Float64MultiArray, "gripper_controller/commands", self.on_gripper, 10)
+        self.create_subscription(SceneSpec, "scene_request", self.on_scene, 2)
         self.create_timer(1.0, self.on_faults_tick)
         self.physics.tick = self._tick
         self.get_logger().info(
@@ -423,8 +412,8 @@ def _release(node: FakeArmNode) -> None:
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the node with a multi-threaded executor until shutdown."""
-    run_node(FakeArmNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=2), on_exit=_release)
+    """Run the node on a single-threaded executor until shutdown (the physics has its own thread)."""
+    run_node(FakeArmNode, args, on_exit=_release)
 
 
 if __name__ == "__main__":
