@@ -171,11 +171,12 @@ class Probe:
         return np.array(self.states[-1][1].position)
 
     def rate(self, seconds: float = 2.0) -> float:
-        """Joint states received per second over ``seconds``."""
+        """Joint states per second of their stamps, over those received in ``seconds`` (delivery jitter aside)."""
         self.spin(0.2)
         before = len(self.states)
         self.spin(seconds)
-        return (len(self.states) - before) / seconds
+        stamps = [m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for _, m in self.states[before:]]
+        return (len(stamps) - 1) / (max(stamps) - min(stamps)) if len(stamps) > 1 else 0.0
 
     def send(self, names: list[str], *points: list[float]) -> None:
         from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint

@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from coda_engine.memory.store import file_sha256
 from coda_policy.checkpoint import MODEL_FILE, load_policy
 from coda_policy.config import default_layout
 from coda_policy.model import CodaPolicyNet
@@ -216,15 +216,6 @@ class LoadedPolicy:
     """The network in eval mode."""
     sha256: str = ""
     """SHA-256 of the model file it was loaded from (empty: not known); travels with every command it makes."""
-
-
-def sha256_file(path: Path) -> str:
-    """Return the hex SHA-256 of a file."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class NumpyActionMean:
@@ -421,7 +412,7 @@ def compiled_action_mean(net: CodaPolicyNet, embedding: torch.Tensor,
 def load_version(folder: Path, expected_sha256: str = "") -> LoadedPolicy:
     """Load a version folder, checking the weights' SHA-256 when one is given (ValueError on mismatch)."""
     folder = Path(folder)
-    actual = sha256_file(folder / MODEL_FILE)
+    actual = file_sha256(folder / MODEL_FILE)
     if expected_sha256 and actual != expected_sha256.lower():
         raise ValueError(f"{folder / MODEL_FILE}: sha256 {actual} != announced {expected_sha256}")
     net, config = load_policy(folder)

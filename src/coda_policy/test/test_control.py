@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from coda_engine.memory.store import file_sha256
 from coda_engine.sim.arm import SimArm
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
@@ -19,7 +20,6 @@ from coda_policy.control import (
     PandaKinematics,
     PolicyController,
     load_version,
-    sha256_file,
 )
 from coda_policy.sft import build_policy
 
@@ -97,7 +97,7 @@ def test_holds_until_inputs_are_fresh_and_finite_then_clips(sim, tiny_policy_con
 def test_load_version_checks_the_announced_hash(tmp_path, tiny_policy_config):
     net = build_policy(tiny_policy_config, 0).net.eval()
     folder = save_checkpoint(tmp_path / "v9", net, "v9")
-    digest = sha256_file(folder / MODEL_FILE)
+    digest = file_sha256(folder / MODEL_FILE)
     loaded = load_version(folder, digest)
     assert (loaded.version, loaded.sha256) == ("v9", digest)
     with pytest.raises(ValueError, match="sha256"):
@@ -106,7 +106,7 @@ def test_load_version_checks_the_announced_hash(tmp_path, tiny_policy_config):
     # version id gets its own hash, and every command (holds included) carries the hash of the model it came from.
     other = save_checkpoint(tmp_path / "again" / "v9", build_policy(tiny_policy_config, 1).net.eval(), "v9")
     retrained = load_version(other)
-    assert retrained.version == "v9" and retrained.sha256 == sha256_file(other / MODEL_FILE) != digest
+    assert retrained.version == "v9" and retrained.sha256 == file_sha256(other / MODEL_FILE) != digest
     controller = PolicyController(ControlConfig(family="pick_place"))
     controller.swap(loaded)
     assert (controller.tick(0.0).version, controller.tick(0.0).sha256) == ("v9", digest)

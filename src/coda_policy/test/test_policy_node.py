@@ -15,12 +15,12 @@ import pytest
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from coda_engine.memory.store import file_sha256
 from coda_engine.sim.arm import SimArm
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
 from coda_msgs.msg import ArmCommand, ObjectState, ObjectStates, PolicyVersion
 from coda_policy.checkpoint import MODEL_FILE, save_checkpoint
-from coda_policy.control import sha256_file
 from coda_policy.sft import build_policy
 
 pytestmark = pytest.mark.ros
@@ -111,7 +111,7 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
     version_pub.publish(PolicyVersion(version_id="v2", checkpoint_uri=f"file://{tmp_path / 'v2'}",
                                       checkpoint_sha256="0" * 64))
     version_pub.publish(PolicyVersion(version_id="v2", checkpoint_uri="v2",
-                                      checkpoint_sha256=sha256_file(tmp_path / "v2" / MODEL_FILE)))
+                                      checkpoint_sha256=file_sha256(tmp_path / "v2" / MODEL_FILE)))
     assert run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_version == "v2"
     cell.close()
 
@@ -135,7 +135,7 @@ def test_policy_node_fetches_the_versions_this_machine_lacks(tmp_path, rclpy_nod
     digests = {}
     for seed, name in ((0, "v1"), (1, "v2")):
         save_checkpoint(run / name, build_policy(tiny_policy_config, seed).net.eval(), name)
-        digests[name] = sha256_file(run / name / MODEL_FILE)
+        digests[name] = file_sha256(run / name / MODEL_FILE)
     server = CheckpointServer(rclpy_node, run)
     cache = tmp_path / "robot-cache"
     start_process([sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args",
@@ -160,4 +160,4 @@ def test_policy_node_fetches_the_versions_this_machine_lacks(tmp_path, rclpy_nod
     cell.close()
     assert server.sent == {"v1": 1, "v2": 1}
     for name, digest in digests.items():
-        assert sha256_file(cache / digest[:16] / name / MODEL_FILE) == digest
+        assert file_sha256(cache / digest[:16] / name / MODEL_FILE) == digest

@@ -28,9 +28,9 @@ needs a scene set up.
   commands refused one after another for the same reason are one event); the loop stores them in memory.
 
 The safety layer (:class:`coda_engine.real.safety.SafetyLayer`) is always on: a watchdog timer at the control
-rate holds the arm when the joint state stream or a live policy goes silent. The arm's streams are subscribed by
-a second node, ``<bridge name>_inputs``, spun on its own thread (:class:`StateInputs`), so their rate does not load
-the executor of the action, the services and the watchdog.
+rate holds the arm when the joint state stream or a live policy goes silent. The arm's streams, ``arm_command`` and
+that watchdog belong to a second node, ``<bridge name>_live``, spun single-threaded on its own thread
+(:class:`LivePath`); the bridge node keeps the action and the services.
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
@@ -62,7 +64,6 @@ from coda_engine.real.robot import (
     JointOrder,
     RobotConfig,
     RobotConfigError,
-    TopicNames,
     gripper_from_message,
 )
 from coda_engine.real.safety import Intervention, SafetyLayer, gate_check
@@ -128,33 +129,34 @@ LIVE_LOOKUP_RETRY_S = 1.0
 """A live command's version not found on this machine is looked up again after this long, s (not every command)."""
 
 
-class StateInputs:
-    """The arm's streams (joint states, perception, camera) on a node of their own, spun by its own thread.
+class LivePath:
+    """The bridge's live paths on a node of their own, spun single-threaded by their own thread.
 
-    rclpy's MultiThreadedExecutor rebuilds its wait set over every entity of the node several times per message;
-    with the streams on the bridge node, an idle bridge spent most of a core at 75 messages/s and its GIL
-    contention delayed the joint states it stamps. Here a SingleThreadedExecutor waits on three subscriptions
-    only. The node is ``<bridge name>_inputs`` in the bridge's namespace and subscribes to the topic names as
-    the bridge resolves them, so command-line remappings of the bridge apply to it.
+    It takes the arm's streams (joint states, perception, camera) and live ``arm_command`` messages, and runs the
+    live watchdog; the callbacks are the bridge's. rclpy's MultiThreadedExecutor rebuilds its wait set over every
+    entity of its nodes several times per message: with the streams on the bridge node, an idle bridge spent most
+    of a core at 75 messages/s and the GIL contention delayed the joint states it stamps. This executor waits on
+    these five entities only. The node is ``<bridge name>_live`` in the bridge's namespace and subscribes to the
+    topic names as the bridge resolves them, so the bridge's command-line remappings apply to it.
     """
 
-    def __init__(self, bridge: ArmBridgeNode, topics: TopicNames) -> None:
-        """Create the node and its subscriptions (callbacks are the bridge's) and start spinning it."""
+    def __init__(self, bridge: ArmBridgeNode, subscriptions: list[tuple[type, str, Callable[[Any], None], int]],
+                 timer: tuple[float, Callable[[], None]]) -> None:
+        """Create the node: ``subscriptions`` are (type, topic, callback, depth), ``timer`` is (period, callback)."""
         self.node = Node(
-            f"{bridge.get_name()}_inputs",
+            f"{bridge.get_name()}_live",
             namespace=bridge.get_namespace(),
             context=bridge.context,
             use_global_arguments=False,
             start_parameter_services=False,
         )
-        resolve = bridge.resolve_topic_name
-        self.node.create_subscription(JointState, resolve(topics.joint_states), bridge.on_joint_states, 20)
-        self.node.create_subscription(ObjectStates, resolve(topics.object_poses), bridge.on_objects, 10)
-        self.node.create_subscription(Image, resolve(topics.camera), bridge.on_image, 2)
+        for msg_type, topic, callback, depth in subscriptions:
+            self.node.create_subscription(msg_type, bridge.resolve_topic_name(topic), callback, depth)
+        self.node.create_timer(timer[0], timer[1])
         self.executor = SingleThreadedExecutor(context=bridge.context)
         self.executor.add_node(self.node)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, name="arm-inputs", daemon=True)
+        self._thread = threading.Thread(target=self._spin, name="arm-live", daemon=True)
         self._thread.start()
 
     def _spin(self) -> None:
@@ -215,10 +217,16 @@ class ArmBridgeNode(Node):
         self.gripper_pub = self.create_publisher(Float64MultiArray, topics.gripper_command, 10)
         self.scene_pub = self.create_publisher(SceneSpec, topics.scene_request, 2)
         self.event_pub = self.create_publisher(SafetyEvent, "safety_events", EVENT_QOS)
-        self.inputs = StateInputs(self, topics)
-        control = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ArmCommand, "arm_command", self.on_arm_command, 10, callback_group=control)
-        self.create_timer(self.period, self.on_watchdog, callback_group=control)
+        self.live = LivePath(
+            self,
+            [
+                (JointState, topics.joint_states, self.on_joint_states, 20),
+                (ObjectStates, topics.object_poses, self.on_objects, 10),
+                (Image, topics.camera, self.on_image, 2),
+                (ArmCommand, "arm_command", self.on_arm_command, 10),
+            ],
+            timer=(self.period, self.on_watchdog),
+        )
         services = MutuallyExclusiveCallbackGroup()
         self.create_subscription(Bool, "estop", self.on_estop_topic, 10, callback_group=services)
         self.create_service(Trigger, "estop", self.on_estop, callback_group=services)
@@ -491,7 +499,7 @@ class ArmBridgeNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Run the node with a multi-threaded executor until shutdown."""
     run_node(ArmBridgeNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=4),
-             on_exit=lambda node: node.inputs.close())
+             on_exit=lambda node: node.live.close())
 
 
 if __name__ == "__main__":
