@@ -47,7 +47,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, ShutdownException, SingleThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image, JointState
@@ -70,7 +70,7 @@ from coda_engine.real.safety import Intervention, SafetyLayer, gate_check
 from coda_engine.ros.checkpoints import CheckpointFetcher
 from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg, msg_to_image
-from coda_engine.ros.spin import run_node
+from coda_engine.ros.spin import NodeThread, run_node
 from coda_engine.sim.scene import Scene
 from coda_msgs.action import RunEpisode
 from coda_msgs.msg import ArmCommand, EpisodeResult, ObjectStates, SafetyEvent, SceneSpec
@@ -153,25 +153,11 @@ class LivePath:
         for msg_type, topic, callback, depth in subscriptions:
             self.node.create_subscription(msg_type, bridge.resolve_topic_name(topic), callback, depth)
         self.node.create_timer(timer[0], timer[1])
-        self.executor = SingleThreadedExecutor(context=bridge.context)
-        self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, name="arm-live", daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        try:
-            while not self._stop.is_set() and self.node.context.ok():
-                self.executor.spin_once(timeout_sec=0.1)
-        except (ExternalShutdownException, ShutdownException):
-            pass
+        self._spinner = NodeThread(self.node, "arm-live")
 
     def close(self) -> None:
         """Stop the thread and destroy the node."""
-        self._stop.set()
-        self._thread.join(timeout=2.0)
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
+        self._spinner.close()
 
 
 class ArmBridgeNode(Node):

@@ -19,11 +19,11 @@ from typing import Any
 
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from coda_engine.checkpoint_share import CheckpointCache, CheckpointShareError, find_version, read_version
 from coda_engine.policies import EXPERT, PolicyNotAvailableError
+from coda_engine.ros.spin import NodeThread
 from coda_msgs.msg import CheckpointFile
 from coda_msgs.srv import GetCheckpoint
 
@@ -79,32 +79,16 @@ class BackgroundCheckpointServer:
         self.server = CheckpointServer(self.node, checkpoint_root,
                                        f"{owner.get_fully_qualified_name().rstrip('/')}/get_checkpoint")
         self.name = self.server.name
-        self._executor = SingleThreadedExecutor(context=owner.context)
-        self._executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, name="checkpoint_server", daemon=True)
-        self._thread.start()
+        self._spinner = NodeThread(self.node, "checkpoint_server")
 
     @property
     def sent(self) -> dict[str, int]:
         """Versions sent, and how often."""
         return self.server.sent
 
-    def _spin(self) -> None:
-        while not self._stop.is_set() and self.node.context.ok():
-            try:
-                self._executor.spin_once(timeout_sec=0.1)
-            except Exception:  # the context shut down under the thread: stop serving
-                if not self.node.context.ok():
-                    return
-                raise
-
     def close(self) -> None:
         """Stop the thread and destroy the node."""
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._executor.shutdown(timeout_sec=1)
-        self.node.destroy_node()
+        self._spinner.close()
 
 
 class CheckpointFetcher:

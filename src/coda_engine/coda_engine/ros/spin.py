@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
 import rclpy
-from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 
@@ -51,3 +52,38 @@ def spin_until(node: Node, done: Callable[[], bool], timeout: float = 30.0) -> b
     finally:
         executor.remove_node(node)
     return done()
+
+
+class NodeThread:
+    """A node spun by a SingleThreadedExecutor on a thread of its own, until :meth:`close` (which destroys it).
+
+    For work that must not wait for its owner's executor: a service that answers while the owner is not spun, or
+    high-rate topics kept off an owner whose MultiThreadedExecutor would rebuild its wait set for each message.
+    """
+
+    def __init__(self, node: Node, name: str) -> None:
+        """Start spinning ``node`` (its entities exist already) on a thread called ``name``."""
+        self.node = node
+        self._executor = SingleThreadedExecutor(context=node.context)
+        self._executor.add_node(node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name=name, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.node.context.ok():
+            try:
+                self._executor.spin_once(timeout_sec=0.1)
+            except (ExternalShutdownException, ShutdownException):
+                return
+            except Exception:  # the context shut down under the thread: stop spinning
+                if not self.node.context.ok():
+                    return
+                raise
+
+    def close(self) -> None:
+        """Stop the thread, then destroy the node."""
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        self._executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
