@@ -169,6 +169,26 @@ def test_bridge_drives_the_stand_in_through_full_episodes(tmp_path: Path, start_
     assert bridge.poll() is None
 
 
+def test_a_renamed_and_remapped_bridge_takes_its_live_path_along(start_process: Any, rclpy_node: Any) -> None:
+    """Command-line remappings of the bridge (its name, a topic) also apply to its live node (``<name>_live``)."""
+    from coda_engine.ros.spin import spin_until
+
+    start_process([sys.executable, "-m", "coda_engine.ros.arm_bridge_node", "--ros-args", "-r", f"__ns:=/{NS}",
+                   "-r", "__node:=bridge_lab1", "-r", "joint_states:=franka/joint_states",
+                   "-p", f"robot_config:={ROBOT_FILE}"])
+
+    def subscribers(topic: str) -> list[tuple[str, str]]:
+        return [(i.node_namespace, i.node_name) for i in rclpy_node.get_subscriptions_info_by_topic(f"/{NS}/{topic}")]
+
+    live = (f"/{NS}", "bridge_lab1_live")
+    assert spin_until(rclpy_node, lambda: subscribers("franka/joint_states") == [live], 30.0), (
+        subscribers("franka/joint_states"))
+    assert subscribers("joint_states") == []
+    assert spin_until(rclpy_node, lambda: subscribers("arm_command") == [live], 10.0), subscribers("arm_command")
+    names = rclpy_node.get_node_names_and_namespaces()
+    assert names.count(("bridge_lab1", f"/{NS}")) == 1 and names.count(("bridge_lab1_live", f"/{NS}")) == 1, names
+
+
 def test_bridge_fetches_versions_from_the_run_and_gates_them(tmp_path: Path, start_process: Any, rclpy_node: Any,
                                                             stand_in_robot: Any, save_policy_version: Any) -> None:
     """The robot's computer does not see the run's disk: the bridge fetches versions and gates them."""
