@@ -5,7 +5,7 @@
     ros2 launch launch/coda_memory.launch.py db_path:=runs/<id>/memory.db
     ros2 launch launch/coda_memory.launch.py db_path:=runs/<id>/memory.db namespace:=lab history_depth:=200
 
-Parameters come from coda_engine's ``config/memory.yaml``; ``db_path`` (required) and the optional
+Parameters come from coda_loop's ``config/memory.yaml``; ``db_path`` (required) and the optional
 overrides below replace its values. A relative ``db_path`` is taken from the folder ``ros2 launch`` runs in.
 """
 
@@ -33,11 +33,11 @@ def _memory(context: LaunchContext, *args: object, **kwargs: object) -> list[Nod
     namespace = context.launch_configurations["namespace"]
     return [
         Node(
-            package="coda_engine",
+            package="coda_loop",
             executable="memory",
             name="memory",
             namespace=namespace or None,
-            parameters=[os.path.join(get_package_share_directory("coda_engine"), "config", "memory.yaml"), overrides],
+            parameters=[os.path.join(get_package_share_directory("coda_loop"), "config", "memory.yaml"), overrides],
             output="screen",
         )
     ]

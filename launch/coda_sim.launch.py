@@ -25,22 +25,23 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Node
     run_dir = os.path.abspath(conf["run_dir"])
     os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
     share = get_package_share_directory("coda_engine")
+    loop_share = get_package_share_directory("coda_loop")
     loop = Node(
-        package="coda_engine",
+        package="coda_loop",
         executable="coda_loop",
         name="coda_loop",
         parameters=[
-            os.path.join(share, "config", "loop.yaml"),
+            os.path.join(loop_share, "config", "loop.yaml"),
             {"run_dir": run_dir, "rounds": int(conf["rounds"]), "budget": int(conf["budget"]),
              "method": conf["method"], "seed": int(conf["seed"])},
         ],
         output="screen",
     )
     memory = Node(
-        package="coda_engine",
+        package="coda_loop",
         executable="memory",
         name="memory",
-        parameters=[os.path.join(share, "config", "memory.yaml"), {"db_path": os.path.join(run_dir, "memory.db")}],
+        parameters=[os.path.join(loop_share, "config", "memory.yaml"), {"db_path": os.path.join(run_dir, "memory.db")}],
         output="screen",
     )
     workers = [

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from coda_engine.commands import experiment
-from coda_engine.loop.config import PRESETS, Preset
-from coda_engine.provenance import code_label, code_provenance
+from coda_loop.commands import experiment
+from coda_loop.config import PRESETS, Preset
+from coda_loop.provenance import code_label, code_provenance
 
 TINY = Preset(rounds=1, budget=3, loop={
     "families": ["reach", "push"], "base_demos_per_family": 3, "base_sft_steps": 30, "probe_per_family": 1,

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from coda_engine.loop.config import LoopConfig, load_config
-from coda_engine.loop.rounds import ROUND0_STEPS, ROUND_STEPS
+from coda_loop.config import LoopConfig, load_config
+from coda_loop.rounds import ROUND0_STEPS, ROUND_STEPS
 
 TINY = {
     "rounds": 1, "budget": 3, "workers": 1, "families": ["reach", "push"], "base_demos_per_family": 3,
@@ -107,7 +107,7 @@ def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain:
     steps = _finished(run_dir / "memory.db")
     assert sorted(steps) == sorted([(0, s) for s in ROUND0_STEPS] + [(1, s) for s in ROUND_STEPS])
 
-    from coda_engine.memory import MemoryStore
+    from coda_loop.memory import MemoryStore
 
     with MemoryStore(run_dir / "memory.db") as store:
         episodes = store.finished_step(1, "episodes")
@@ -193,8 +193,8 @@ def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> Non
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert [row["round"] for row in summary["rounds"]] == [0, 1, 2]
     # Both starts are recorded with the code they ran: this checkout's commit, in the summary too.
-    from coda_engine.memory import MemoryStore
-    from coda_engine.provenance import code_label, workspace_commit
+    from coda_loop.memory import MemoryStore
+    from coda_loop.provenance import code_label, workspace_commit
 
     with MemoryStore(run_dir / "memory.db") as store:
         starts = store.starts()
@@ -239,7 +239,7 @@ def test_a_second_loop_on_one_domain_is_refused_but_not_after_the_first_was_kill
     The first loop is a process with a spinning ``coda_run`` node. Once SIGKILLed it stays in the graph for a while
     but no longer answers.
     """
-    from coda_engine.ros.graph import loops_in_graph, refuse_second_loop
+    from coda_loop.ros.graph import loops_in_graph, refuse_second_loop
 
     fake_loop = "import rclpy; rclpy.init(); rclpy.spin(rclpy.create_node('coda_run'))"
     first = start_process([sys.executable, "-c", fake_loop])
@@ -258,7 +258,7 @@ def test_a_second_loop_on_one_domain_is_refused_but_not_after_the_first_was_kill
     result = subprocess.run([*CODA, "run", "--config", str(config), "--runs-root", str(tmp_path / "runs"),
                              "--discovery-wait", "60"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and list((tmp_path / "runs").iterdir()) == [], "the refused run left a folder"
-    loop = subprocess.run([sys.executable, "-m", "coda_engine.ros.loop_node", "--ros-args",
+    loop = subprocess.run([sys.executable, "-m", "coda_loop.ros.loop_node", "--ros-args",
                            "-p", f"run_dir:={tmp_path / 'launched'}", "-p", "discovery_wait_s:=60.0"],
                           capture_output=True, text=True, timeout=120)
     assert loop.returncode == 2 and "another loop (/coda_run)" in loop.stdout + loop.stderr
@@ -283,14 +283,14 @@ def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Pat
     cache = tmp_path / "worker-cache"
     start_process([sys.executable, "-m", "coda_engine.ros.sim_bridge_node", "--ros-args", "-r", "__ns:=/sim_0",
                    "-p", f"checkpoint_cache:={cache}", "-p", "camera_rate_hz:=0.0"])
-    loop = start_process([sys.executable, "-m", "coda_engine.ros.loop_node", "--ros-args",
+    loop = start_process([sys.executable, "-m", "coda_loop.ros.loop_node", "--ros-args",
                           "-p", f"run_dir:={run_dir}", "-p", f"config_file:={config}"])
     deadline = time.monotonic() + 500
     while loop.poll() is None:
         assert time.monotonic() < deadline, "coda_loop did not finish"
         time.sleep(1.0)
     assert loop.returncode == 0
-    from coda_engine.memory import MemoryStore
+    from coda_loop.memory import MemoryStore
 
     with MemoryStore(run_dir / "memory.db") as store:
         for r in (0, 1):
@@ -343,7 +343,7 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
     real = arms[1]["by_robot"]["panda_fake_0"]
     assert real["episodes"] + real["unfinished"] == 2 and real["episodes"] >= 1, arms[1]
 
-    from coda_engine.memory import MemoryStore
+    from coda_loop.memory import MemoryStore
 
     with MemoryStore(run_dir / "memory.db") as store:
         for r in (0, 1):
@@ -367,8 +367,8 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
 
 def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_was(tmp_path: Path) -> None:
     """LoopConfig.bc_gate_episodes: the round's BC update against its parent on the same new scenes."""
-    from coda_engine.loop.rounds import CoevolutionLoop
-    from coda_engine.memory import MemoryStore
+    from coda_loop.memory import MemoryStore
+    from coda_loop.rounds import CoevolutionLoop
 
     fields = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0}
     loop = CoevolutionLoop(tmp_path / "kept", LoopConfig(**fields))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coda_engine.cli import SUBCOMMANDS
+from coda_loop.cli import SUBCOMMANDS
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p for p in (REPO / "src").iterdir() if (p / "package.xml").exists())

@@ -31,12 +31,10 @@ setup(
         # Console scripts land in lib/coda_engine/ (setup.cfg), where `ros2 run` looks.
         "console_scripts": [
             "dds_check = coda_engine.ros.dds_check:main",
-            "memory = coda_engine.ros.memory_node:main",
             "scene_generator = coda_engine.ros.scene_generator_node:main",
             "sim_bridge = coda_engine.ros.sim_bridge_node:main",
             "fake_ros2_control_arm = coda_engine.ros.fake_arm_node:main",
             "arm_bridge = coda_engine.ros.arm_bridge_node:main",
-            "coda_loop = coda_engine.ros.loop_node:main",
         ],
     },
 )

@@ -124,7 +124,7 @@ def test_examples_save_and_load(tmp_path, labelled):
 
 
 def test_cli_train_and_eval(tmp_path, capsys):
-    from coda_engine.cli import main
+    from coda_loop.cli import main
 
     assert main(["critic", "train", "--episodes", "6", "--epochs", "2", "--workers", "1", "--out", str(tmp_path),
                  "--json"]) == 0

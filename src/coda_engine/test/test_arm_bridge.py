@@ -333,8 +333,8 @@ def test_operator_verdicts_over_ros_decide_episodes(stand_in_robot: Any, start_p
 
 def test_killed_stand_in_mid_episode_is_recorded_and_rescheduled(tmp_path: Path, start_process: Any,
                                                                  rclpy_node: Any) -> None:
-    from coda_engine.loop.workers import EpisodeRunner
-    from coda_engine.real.fleet import ArmSpec
+    from coda_loop.fleet import ArmSpec
+    from coda_loop.workers import EpisodeRunner
 
     arm = start_arm(start_process)  # SIGKILLed below (conftest gives the next test another domain id)
     start_bridge(start_process, ROBOT_FILE)

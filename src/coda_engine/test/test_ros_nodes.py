@@ -166,7 +166,7 @@ def test_the_runs_checkpoint_service_answers_while_the_loop_does_not_spin(rclpy_
     """The runner's node is spun only during batches; its get_checkpoint service answers at any time of the run."""
     import rclpy
 
-    from coda_engine.loop.workers import EpisodeRunner
+    from coda_loop.workers import EpisodeRunner
     from coda_msgs.srv import GetCheckpoint
 
     run = tmp_path / "checkpoints"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from coda_engine.cli import main
+from coda_loop.cli import main
 from coda_policy.checkpoint import load_policy
 
 

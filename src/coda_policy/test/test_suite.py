@@ -13,11 +13,11 @@ import pytest
 import torch
 import yaml
 
-from coda_engine.cli import main
 from coda_engine.sim.arm import SimArm
 from coda_engine.sim.expert import run_expert
 from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SPLITS, SceneParams
+from coda_loop.cli import main
 from coda_policy.checkpoint import save_checkpoint
 from coda_policy.model import CodaPolicyNet
 from coda_policy.suite import (

@@ -1,0 +1,151 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``coda experiment``: CoDA against its baselines at the same generation budget (the paper's table).
+
+For every seed, round 0 (expert demonstrations, the SFT policy, its held-out evaluation) runs once
+as the ``sft`` method; every other method is a ``coda run`` that starts from that policy
+(``LoopConfig.base_from``) and spends the same ``budget`` scenes per round for the same number of
+rounds. Each method is then scored on the held-out suites of every split after its last round; the
+table reports mean and standard deviation over seeds, and the binomial standard error of each mean from the
+number of held-out episodes behind it (sampling error, which a single seed also has). Every run is a
+resumable run folder under ``--out``: an interrupted experiment continues where it stopped when started
+again with the same ``--out``. Seeds can be split over machines with ``--first-seed``: each machine runs
+its own ``seed<k>/`` folders, and copying them into one ``--out`` and running over all seeds there
+reads the finished runs back and writes the combined table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coda_loop.config import METHODS, OOD_SPLITS, PRESETS, SPLITS, LoopConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the options of ``coda experiment``."""
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="small", help="experiment size")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per method (mean and std over them)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="first seed: runs seeds K .. K+S-1 (to split the seeds of one experiment over machines)")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="methods to run")
+    parser.add_argument("--workers", type=int, default=2, help="local simulation worker processes")
+    parser.add_argument("--out", type=Path, help="experiment folder (default runs/experiment-<preset>)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
+def _run(run_dir: Path, config: LoopConfig) -> dict[str, Any]:
+    from coda_loop.rounds import CoevolutionLoop
+
+    loop = CoevolutionLoop(run_dir, config)
+    try:
+        return loop.run()
+    finally:
+        loop.close()
+
+
+def aggregate(finals: dict[str, list[dict[str, float]]],
+              episodes: dict[str, list[dict[str, int]]] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """Return ``{method: {split: {"mean", "std"}}}`` (plus ``ood``, the mean of the OOD splits) over seeds.
+
+    With ``episodes`` (per method and seed, the held-out episodes behind each split's rate) every entry also gets
+    ``episodes`` (summed over seeds) and ``se``: the binomial standard error of the mean from those episodes alone,
+    ``sqrt(p (1 - p) / episodes)`` (for ``ood``, of the average of the OOD splits). ``std`` is the spread over
+    seeds; ``se`` is how far one measurement can be off by sampling scenes, which one seed alone still shows.
+    """
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for method, rows in finals.items():
+        results[method] = {}
+        counts = (episodes or {}).get(method, [])
+        for split in [*SPLITS, "ood"]:
+            values = [row[split] for row in rows if split in row]
+            if not values:
+                continue
+            entry = {"mean": float(np.mean(values)), "std": float(np.std(values))}
+            if counts and len(counts) == len(rows):
+                parts = ([s for s in OOD_SPLITS if all(s in row for row in rows)]  # the OOD splits evaluated
+                         if split == "ood" else [split])
+                totals = [sum(c.get(part, 0) for c in counts) for part in parts]
+                means = [float(np.mean([row[part] for row in rows])) if part != split else entry["mean"]
+                         for part in parts]
+                if all(totals):
+                    variance = sum(m * (1 - m) / n for m, n in zip(means, totals, strict=True)) / len(parts) ** 2
+                    entry["episodes"] = int(sum(totals))
+                    entry["se"] = float(np.sqrt(variance))
+            results[method][split] = entry
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every method for every seed; print and write the table."""
+    if args.seeds < 1 or args.workers < 0 or args.first_seed < 0:
+        print("coda experiment: --seeds must be >= 1, --workers and --first-seed >= 0", file=sys.stderr)
+        return 2
+    preset = PRESETS[args.preset]
+    out = args.out or Path("runs") / f"experiment-{args.preset}"
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    finals: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
+    counts: dict[str, list[dict[str, int]]] = {m: [] for m in args.methods}
+    per_round: dict[str, list[dict[str, Any]]] = {m: [] for m in args.methods}
+    code: dict[str, dict[str, list[str]]] = {}  # method -> seed -> the commits its run was computed with
+    methods = ["sft", *[m for m in args.methods if m != "sft"]]
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    for seed in seeds:
+        base_dir = out / f"seed{seed}" / "sft"
+        for method in methods:
+            run_dir = out / f"seed{seed}" / method
+            fields = {**preset.loop, "budget": preset.budget, "seed": seed, "workers": args.workers,
+                      "progress": not args.quiet, "method": method}
+            if method == "sft":
+                config = LoopConfig(**{**fields, "rounds": 0})
+            else:
+                config = LoopConfig(**{**fields, "rounds": preset.rounds, "base_from": str(base_dir.resolve())})
+            if (run_dir / "config.json").is_file():
+                config = LoopConfig.from_dict({**json.loads((run_dir / "config.json").read_text()),
+                                               "progress": not args.quiet})
+            print(f"coda experiment: seed {seed} {method} -> {run_dir}", flush=True)
+            summary = _run(run_dir, config)
+            code.setdefault(method, {})[str(seed)] = summary.get("code", [])
+            last = summary["rounds"][-1]
+            if method in finals:
+                finals[method].append({**last["per_split"], "ood": last["ood"]})
+                per_family = last.get("episodes_per_family") or {}
+                counts[method].append({split: int(n) * len(config.families) for split, n in per_family.items()})
+                for row in summary["rounds"]:
+                    for split, value in {**row["per_split"], "ood": row["ood"]}.items():
+                        per_round[method].append({"round": row["round"], "split": split, "mean": value,
+                                                  "seed": seed})
+    result = {
+        "preset": args.preset,
+        "results": aggregate(finals, counts),
+        "budget": preset.budget,
+        "rounds": preset.rounds,
+        "seeds": seeds,
+        "per_round": per_round,
+        "code": code,
+        "settings": dataclasses.asdict(preset),
+        "seconds": round(time.monotonic() - start, 1),
+    }
+    (out / "results.json").write_text(json.dumps(result, indent=2))
+    from coda_loop.report.experiment import render_experiment
+
+    table, page = render_experiment(result, out)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(table.read_text())
+        sft = result["results"].get("sft", {}).get("ood", {}).get("mean")
+        coda = result["results"].get("coda", {}).get("ood", {}).get("mean")
+        if sft is not None and coda is not None:
+            print(f"coda experiment: OOD success sft {sft:.1%} -> coda {coda:.1%}; splits {', '.join(OOD_SPLITS)}")
+        print(f"coda experiment: {result['seconds']} s; table {table}, plots {page}")
+    return 0
