@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from coda_engine.digests import file_sha256
 from coda_engine.real.safety import EVALUATION_FILE
-from coda_loop.memory.store import file_sha256
 
 MODEL_FILE = "model.safetensors"
 """The network's weights (``coda_policy.checkpoint.MODEL_FILE``); its SHA-256 identifies the version."""

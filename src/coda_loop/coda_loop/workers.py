@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -31,6 +30,7 @@ from typing import Any
 from coda_engine.checkpoint_share import model_sha256
 from coda_engine.episodes import STATUS_COMPLETED, RecordedEpisode, RecordingConfig, run_recorded_episode
 from coda_engine.policies import EXPERT
+from coda_engine.processes import die_with_parent
 from coda_engine.sim.scene import Scene
 from coda_loop.fleet import ArmSpec
 
@@ -38,19 +38,6 @@ ACTION_TYPE = "coda_msgs/action/RunEpisode"
 STATUS_NAMES = {0: "COMPLETED", 1: "ABORTED", 2: "REJECTED"}
 
 _ARM: Any = None
-
-
-def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux), so a killed run leaves no workers behind."""
-    import ctypes
-    import signal
-    import sys
-
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent died before the request was made
-            os._exit(1)
 
 
 def _init_worker() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from coda_loop.memory.store import file_sha256
+from coda_engine.digests import file_sha256
 from coda_policy.checkpoint import MODEL_FILE, load_policy
 from coda_policy.config import default_layout
 from coda_policy.model import CodaPolicyNet

@@ -620,7 +620,7 @@ def _init_worker(checkpoint_dir: str, table: dict[str, np.ndarray]) -> None:
     global _WORKER
     import torch
 
-    from coda_loop.workers import die_with_parent
+    from coda_engine.processes import die_with_parent
 
     die_with_parent()
     torch.set_num_threads(1)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from coda_engine.digests import file_sha256
 from coda_engine.sim.arm import SimArm
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
-from coda_loop.memory.store import file_sha256
 from coda_policy.checkpoint import MODEL_FILE, save_checkpoint
 from coda_policy.control import (
     ControlConfig,

@@ -15,10 +15,10 @@ import pytest
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from coda_engine.digests import file_sha256
 from coda_engine.sim.arm import SimArm
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
-from coda_loop.memory.store import file_sha256
 from coda_msgs.msg import ArmCommand, ObjectState, ObjectStates, PolicyVersion
 from coda_policy.checkpoint import MODEL_FILE, save_checkpoint
 from coda_policy.sft import build_policy

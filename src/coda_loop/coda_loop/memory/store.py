@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from coda_engine.digests import folder_sha256
 from coda_loop.memory.schema import (
     KIND_CRITIC_VERSION,
     KIND_DIAGNOSIS,
@@ -184,26 +185,6 @@ def array_sha256(array: np.ndarray) -> str:
     digest = hashlib.sha256(f"{array.dtype.str}|{','.join(map(str, array.shape))}|".encode())
     digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def folder_sha256(folder: Path) -> tuple[str, dict[str, str]]:
-    """Hash of a folder: SHA-256 over its files' relative paths and hashes (sorted); also each file's hash."""
-    if not folder.is_dir():
-        raise ValueError(f"checkpoint_dir {str(folder)!r} is not a folder")
-    files = {p.relative_to(folder).as_posix(): file_sha256(p) for p in sorted(folder.rglob("*")) if p.is_file()}
-    if not files:
-        raise ValueError(f"checkpoint_dir {str(folder)!r} holds no files")
-    digest = hashlib.sha256("".join(f"{name}\0{h}\n" for name, h in sorted(files.items())).encode())
-    return digest.hexdigest(), files
 
 
 def _check_round(round: int) -> int:
