@@ -21,7 +21,7 @@ PACKAGES = sorted(p for p in (REPO / "src").iterdir() if (p / "package.xml").exi
 
 def test_design_card_packages_exist() -> None:
     names = {p.name for p in PACKAGES}
-    assert {"coda_msgs", "coda_core_cpp", "coda_engine", "coda_critic", "coda_policy"} <= names
+    assert {"coda_msgs", "coda_core_cpp", "coda_engine", "coda_critic", "coda_policy", "coda_loop"} <= names
 
 
 @pytest.mark.parametrize("pkg", PACKAGES, ids=lambda p: p.name)
@@ -35,7 +35,9 @@ def test_package_xml_format_3(pkg: Path) -> None:
 
 @pytest.mark.parametrize("pkg", [p for p in PACKAGES if (p / "setup.py").exists()], ids=lambda p: p.name)
 def test_console_scripts_installed_where_ros2_run_looks(pkg: Path) -> None:
-    scripts = re.findall(r'"(\w+) = [\w.]+:\w+"', (pkg / "setup.py").read_text())
+    console = re.search(r'"console_scripts": \[(.*?)\]', (pkg / "setup.py").read_text(), re.S)
+    scripts = re.findall(r'"(\w+) = [\w.]+:\w+"', console.group(1))
+    assert scripts, f"{pkg.name}/setup.py lists no console scripts"
     for script in scripts:
         exe = REPO / "install" / pkg.name / "lib" / pkg.name / script
         assert exe.exists() and os.access(exe, os.X_OK), f"{exe} missing"

@@ -29,5 +29,7 @@ setup(
     entry_points={
         # Console scripts land in lib/coda_policy/ (setup.cfg), where `ros2 run` looks.
         "console_scripts": ["policy = coda_policy.ros.policy_node:main"],
+        # How the engine's workers and bridges run a trained version (coda_engine.policies.LOADER_GROUP).
+        "coda_engine.policy_loaders": ["checkpoint = coda_policy.serving:load_action_fn"],
     },
 )

@@ -3,14 +3,19 @@
 """Which action function acts for a policy version on a worker.
 
 ``expert`` is the family's scripted demonstrator (closed loop on privileged state, simulation
-only). Trained versions are folders ``<checkpoint_root>/<version>/`` written by coda_policy; this
-module loads them through ``coda_policy.serving.load_action_fn`` when that package provides it,
-and otherwise says exactly what is missing. Pure module: no rclpy.
+only). Trained versions are folders ``<checkpoint_root>/<version>/``; the engine does not know how
+to read them. A package above it registers a *policy loader* under the entry-point group
+:data:`LOADER_GROUP` (coda_policy registers ``checkpoint = coda_policy.serving:load_action_fn`` in its
+setup.py), the way a ROS 2 server finds its plugins: the engine's workers and bridges run whatever
+policy package is installed, and the engine depends on none of them. Without one, :func:`resolve`
+says exactly what is missing. Pure module: no rclpy.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
+from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from coda_engine.sim.expert import ActionFn
@@ -18,10 +23,32 @@ from coda_engine.sim.families import get_family
 from coda_engine.sim.scene import Scene
 
 EXPERT = "expert"
+LOADER_GROUP = "coda_engine.policy_loaders"
+"""Entry-point group of policy loaders: ``load(folder, scene) -> ActionFn`` for one episode of ``scene``."""
+
+PolicyLoader = Callable[[Path, Scene], ActionFn]
 
 
 class PolicyNotAvailableError(LookupError):
     """A policy version this worker cannot run; the message says why."""
+
+
+@cache
+def policy_loader() -> PolicyLoader:
+    """Return the installed policy loader (found once per process); PolicyNotAvailableError if there is not one."""
+    found = sorted(entry_points(group=LOADER_GROUP), key=lambda ep: ep.name)
+    if not found:
+        raise PolicyNotAvailableError(
+            f"no policy loader is installed (entry-point group {LOADER_GROUP!r}): install coda_policy, "
+            "which registers the loader of its checkpoints"
+        )
+    if len(found) > 1:
+        names = ", ".join(f"{ep.name} = {ep.value}" for ep in found)
+        raise PolicyNotAvailableError(f"several policy loaders are installed ({names}): keep one")
+    try:
+        return found[0].load()
+    except ImportError as exc:
+        raise PolicyNotAvailableError(f"policy loader {found[0].value} is not importable ({exc})") from exc
 
 
 def resolve(version: str, scene: Scene, checkpoint_root: Path | None) -> ActionFn:
@@ -38,9 +65,7 @@ def resolve(version: str, scene: Scene, checkpoint_root: Path | None) -> ActionF
     if not folder.is_dir():
         raise PolicyNotAvailableError(f"policy version {version!r}: no checkpoint folder {folder}")
     try:
-        serving = importlib.import_module("coda_policy.serving")
-    except ImportError as exc:
-        raise PolicyNotAvailableError(
-            f"policy version {version!r}: coda_policy.serving is not importable ({exc})"
-        ) from exc
-    return serving.load_action_fn(folder, scene)
+        load = policy_loader()
+    except PolicyNotAvailableError as exc:
+        raise PolicyNotAvailableError(f"policy version {version!r}: {exc}") from exc
+    return load(folder, scene)

@@ -33,9 +33,3 @@ def test_one_string_per_call_gives_vectors_that_do_not_depend_on_what_came_befor
     earlier = TextEmbedder(batch_size=1)
     earlier.embed(texts[:10])
     assert np.array_equal(earlier.embed(texts), fresh)  # bit for bit
-
-
-def test_the_process_embedder_encodes_one_string_per_call() -> None:
-    from coda_policy.serving import embedder
-
-    assert embedder().batch_size == 1

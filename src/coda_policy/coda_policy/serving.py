@@ -1,6 +1,9 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""Running a trained policy version: ``load_action_fn(folder, scene)`` for the engine's workers.
+"""Running a trained policy version: ``load_action_fn(folder, scene)`` for the engine's workers and bridges.
+
+setup.py registers it as the engine's policy loader (entry-point group ``coda_engine.policy_loaders``), so the
+engine runs trained versions without importing this package (:mod:`coda_engine.policies`).
 
 A version folder is ``<checkpoint_root>/<version_id>/`` (see :mod:`coda_policy.checkpoint`). Loaded networks
 are cached per folder (and reloaded when its weights file changes); the instruction is embedded once per
