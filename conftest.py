@@ -86,6 +86,40 @@ def save_policy_version() -> Any:
 
 
 @pytest.fixture
+def coda_subcommand() -> Any:
+    """Return ``run(module, argv) -> exit code``: one ``coda`` subcommand's module on its own arguments.
+
+    What ``coda NAME ARGS`` does once it has chosen ``module``, so each package tests its own subcommands
+    (``coda_critic.commands``, ``coda_policy.cli``, ...) without ``coda_loop.cli``, the package above it.
+    """
+    import argparse
+
+    def run(module: Any, argv: list[str]) -> int:
+        parser = argparse.ArgumentParser(prog=f"coda {module.__name__}")
+        module.add_arguments(parser)
+        return int(module.run(parser.parse_args(argv)) or 0)
+
+    return run
+
+
+def load_test_module(package: str, name: str) -> Any:
+    """Import ``src/<package>/test/<name>.py`` (a package's test helpers used by a test above that package)."""
+    import importlib.util
+
+    path = REPO_ROOT / "src" / package / "test" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{package}_test_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def engine_test_helpers() -> Any:
+    """Return ``get(name)``: coda_engine's test module ``name`` (helpers that drive its nodes)."""
+    return lambda name: load_test_module("coda_engine", name)
+
+
+@pytest.fixture
 def ros_domain(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     """Reserve a free ROS_DOMAIN_ID for this test and export it (with localhost-only discovery)."""
     # A different id for each test of a session: a participant killed by one test (its shared-memory ports and

@@ -123,14 +123,17 @@ def test_examples_save_and_load(tmp_path, labelled):
     assert len(Examples.concat([back, back.subset(np.array([0, 2]))])) == len(examples) + 2
 
 
-def test_cli_train_and_eval(tmp_path, capsys):
-    from coda_loop.cli import main
+def test_cli_train_and_eval(tmp_path, capsys, coda_subcommand):
+    from coda_critic import commands
 
-    assert main(["critic", "train", "--episodes", "6", "--epochs", "2", "--workers", "1", "--out", str(tmp_path),
+    def main(argv: list[str]) -> int:  # coda critic ARGS
+        return coda_subcommand(commands, argv)
+
+    assert main(["train", "--episodes", "6", "--epochs", "2", "--workers", "1", "--out", str(tmp_path),
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["train_examples"] == 6 and result["version"].startswith("lc-")
-    evaluate = ["critic", "eval", "--model", result["folder"], "--episodes", "3", "--splits", "id", "position",
+    evaluate = ["eval", "--model", result["folder"], "--episodes", "3", "--splits", "id", "position",
                 "--workers", "1", "--latency-episodes", "2", "--data-dir", str(tmp_path / "held_out"), "--json"]
     assert main(evaluate) == 0
     report = json.loads(capsys.readouterr().out)

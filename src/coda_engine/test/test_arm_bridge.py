@@ -8,7 +8,6 @@ gripper command topic, camera, perception), so these tests exercise the wire pro
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -131,44 +130,6 @@ def start_bridge(start_process: Any, robot: Path, checkpoint_root: Path | None =
     return start_process(cmd)
 
 
-def test_bridge_drives_the_stand_in_through_full_episodes(tmp_path: Path, start_process: Any,
-                                                          rclpy_node: Any) -> None:
-    from coda_critic.episode_input import SceneBook, episode_from_result
-    from coda_engine.ros.convert import msg_to_dict
-    from coda_engine.ros.images import msg_to_image
-    from coda_engine.sim.families import get_family
-
-    start_arm(start_process)
-    bridge = start_bridge(start_process, ROBOT_FILE, tmp_path)
-    probe = Probe(rclpy_node)
-    book = SceneBook()
-    for family, seed in (("reach", 11), ("pick_place", 12)):
-        scene = generate_seeded(family, seed, SceneParams())
-        book.add(scene.to_dict())
-        # twice the family's step limit: on a shared machine the stand-in lags its commands and the expert needs more
-        response = probe.run_episode(scene, max_steps=2 * get_family(family).max_steps)
-        result = response.result
-        assert response.accepted, response.error
-        assert result.status == result.STATUS_COMPLETED, result.status_detail
-        assert result.success, f"{family}: the expert on perceived state failed ({result.length} steps)"
-        assert result.source == result.SOURCE_REAL and result.robot_id == NS
-        assert result.keyframes and all(s.objects == [] for s in result.trajectory)
-        data = msg_to_dict(result)
-        data["keyframes"] = [msg_to_image(m) for m in result.keyframes]
-        assert episode_from_result(data, book).success  # what the learned critic reads is complete
-
-    # the sim-first gate: an unknown version and one evaluated below the robot's threshold are refused
-    response = probe.run_episode(generate_seeded("reach", 13, SceneParams()), version="v-never-evaluated")
-    assert not response.accepted and "sim-first gate" in response.error
-    assert response.result.status == response.result.STATUS_REJECTED
-    assert probe.wait_for_event("gate").robot_id == NS
-    # bad goals are answered and the node keeps serving
-    bad = generate_seeded("reach", 14, SceneParams())
-    response = probe.run_episode(dataclasses.replace(bad, target_object="no_such_object"))
-    assert not response.accepted and "bad scene" in response.error
-    assert bridge.poll() is None
-
-
 def test_a_renamed_and_remapped_bridge_takes_its_live_path_along(start_process: Any, rclpy_node: Any) -> None:
     """Command-line remappings of the bridge (its name, a topic) also apply to its live node (``<name>_live``)."""
     from coda_engine.ros.spin import spin_until
@@ -187,45 +148,6 @@ def test_a_renamed_and_remapped_bridge_takes_its_live_path_along(start_process: 
     assert spin_until(rclpy_node, lambda: subscribers("arm_command") == [live], 10.0), subscribers("arm_command")
     names = rclpy_node.get_node_names_and_namespaces()
     assert names.count(("bridge_lab1", f"/{NS}")) == 1 and names.count(("bridge_lab1_live", f"/{NS}")) == 1, names
-
-
-def test_bridge_fetches_versions_from_the_run_and_gates_them(tmp_path: Path, start_process: Any, rclpy_node: Any,
-                                                            stand_in_robot: Any, save_policy_version: Any) -> None:
-    """The robot's computer does not see the run's disk: the bridge fetches versions and gates them."""
-    from coda_engine.ros.checkpoints import CheckpointServer
-
-    start_arm(start_process)
-    cache = tmp_path / "robot-pc-cache"
-    robot = stand_in_robot(top={"gate": {"min_sim_success": 0.5, "allow_expert": True}})
-    start_process([sys.executable, "-m", "coda_engine.ros.arm_bridge_node", "--ros-args", "-r", f"__ns:=/{NS}",
-                   "-p", f"robot_config:={robot}", "-p", f"checkpoint_cache:={cache}"])
-    run = tmp_path / "run" / "checkpoints"
-    good, poor = save_policy_version(run / "r001-rl", 0.9), save_policy_version(run / "r002-rl", 0.2)
-    server = CheckpointServer(rclpy_node, run)
-    probe = Probe(rclpy_node)
-    scene = generate_seeded("reach", 21, SceneParams())
-    response = probe.run_episode(scene, "r001-rl", policy_sha256=good, checkpoint_service=server.name)
-    assert response.accepted, response.error
-    assert response.result.policy_version == "r001-rl" and response.result.length > 0
-    assert (cache / good[:16] / "r001-rl" / "evaluation.json").is_file()
-    refused = probe.run_episode(scene, "r002-rl", policy_sha256=poor, checkpoint_service=server.name)
-    assert not refused.accepted and "sim-first gate" in refused.error and "20.0%" in refused.error, refused.error
-    assert server.sent == {"r001-rl": 1, "r002-rl": 1}
-    missing = probe.run_episode(scene, "r003-rl", checkpoint_service=server.name)  # the run does not have it
-    assert not missing.accepted and "sim-first gate" in missing.error and "r003-rl" in missing.error, missing.error
-    gates = lambda: [e.kind for e in probe.events].count("gate")  # noqa: E731
-    assert probe.spin(5.0, lambda: gates() == 2), f"{gates()} gate events"  # events arrive on their own topic
-    # live commands name their model: the bridge gates the copy of exactly that model it fetched for the episode
-    assert probe.spin(20.0, lambda: probe.q is not None)
-    before = probe.q.copy()
-    probe.drive(2.0, dy=0.005, version="r001-rl", sha256=good)
-    assert np.max(np.abs(probe.q - before)) > 0.02, "live commands of a gated-in, fetched version did not move the arm"
-    assert gates() == 2
-    probe.drive(1.0, dy=0.005, version="r002-rl", sha256=poor)  # fetched too, but below the gate
-    probe.drive(1.0, dy=0.005, version="r001-rl")  # no hash, no checkpoint_root: which model is unknown
-    assert probe.spin(5.0, lambda: gates() == 4), f"{gates()} gate events"
-    details = [e.detail for e in probe.events if e.kind == "gate"][2:]
-    assert len(details) == 2 and "20.0%" in details[0] and "not on this machine" in details[1], details
 
 
 @pytest.mark.parametrize("kind,safety,delta", [
@@ -329,42 +251,3 @@ def test_operator_verdicts_over_ros_decide_episodes(stand_in_robot: Any, start_p
         assert result.status == result.STATUS_COMPLETED, result.status_detail
         assert result.success is says, f"operator said {says}, result says {result.success}"
         assert 0 < result.length < get_family("reach").max_steps, "the verdict should end the episode early"
-
-
-def test_killed_stand_in_mid_episode_is_recorded_and_rescheduled(tmp_path: Path, start_process: Any,
-                                                                 rclpy_node: Any) -> None:
-    from coda_loop.fleet import ArmSpec
-    from coda_loop.workers import EpisodeRunner
-
-    arm = start_arm(start_process)  # SIGKILLed below (conftest gives the next test another domain id)
-    start_bridge(start_process, ROBOT_FILE)
-    probe = Probe(rclpy_node)
-    assert probe.spin(20.0, lambda: probe.q is not None and probe.episodes.server_is_ready())
-    from trajectory_msgs.msg import JointTrajectory
-
-    sent = []
-
-    def kill_mid_episode(msg: JointTrajectory) -> None:  # the 20th command of the first episode: the arm dies
-        sent.append(1)
-        if len(sent) == 20:
-            arm.kill()
-
-    rclpy_node.create_subscription(JointTrajectory, f"/{NS}/joint_trajectory_controller/joint_trajectory",
-                                   kill_mid_episode, 50)
-    runner = EpisodeRunner(1, tmp_path, rclpy_node, arms=[ArmSpec(robot_id=NS, episodes_per_round=2)])
-    scenes = [generate_seeded("pick_place", 30 + i, SceneParams()) for i in range(3)]
-    jobs = [(s, f"r001-e{i:04d}") for i, s in enumerate(scenes)]
-    try:
-        episodes = runner.run(jobs, "expert", real={NS: 2})
-    finally:
-        runner.close()
-    assert arm.poll() is not None, "the stand-in was not killed"
-    assert [e.scene.scene_id for e in episodes] == [s.scene_id for s in scenes]  # nothing lost
-    assert all(e.status == 0 for e in episodes)
-    assert len(runner.unfinished) == 1
-    aborted = runner.unfinished[0]
-    assert aborted.status == 1 and aborted.episode_id == "r001-e0000" and aborted.robot_id == NS
-    assert "watchdog" in aborted.status_detail, aborted.status_detail
-    assert episodes[0].episode_id == "r001-e0000-retry1" and episodes[0].robot_id.startswith("local_")
-    assert NS in runner.arm_notes and "ABORTED" in runner.arm_notes[NS]
-    assert any(e["kind"] == "watchdog" for e in runner.safety_events.values())

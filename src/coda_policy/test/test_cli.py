@@ -1,22 +1,30 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda train sft|rl`` end to end through the ``coda`` entry point, with tiny settings."""
+"""``coda train sft|rl|compare`` end to end through the subcommand's module, with tiny settings."""
 
 from __future__ import annotations
 
 import json
 
-from coda_loop.cli import main
+import pytest
+
+from coda_policy import cli
 from coda_policy.checkpoint import load_policy
 
 
-def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder):
-    assert main(["train", "sft", "--families", "reach", "--episodes-per-family", "3", "--steps", "5",
+@pytest.fixture
+def main(coda_subcommand):
+    """``coda train ARGS``."""
+    return lambda argv: coda_subcommand(cli, argv)
+
+
+def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
+    assert main(["sft", "--families", "reach", "--episodes-per-family", "3", "--steps", "5",
                  "--batch-size", "16", "--eval-episodes", "1", "--output-dir", str(tmp_path), "--no-progress",
                  "--version-id", "sft-cli"]) == 0
     sft = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert sft["version_id"] == "sft-cli" and set(sft["success"]) == {"reach"}
-    assert main(["train", "rl", "--family", "reach", "--n-envs", "2", "--n-steps", "8", "--total-env-steps", "16",
+    assert main(["rl", "--family", "reach", "--n-envs", "2", "--n-steps", "8", "--total-env-steps", "16",
                  "--batch-size", "8", "--epochs", "1", "--output-dir", str(tmp_path), "--no-progress",
                  "--init-from", sft["folder"], "--version-id", "rl-cli"]) == 0
     rl = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -25,8 +33,8 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder):
     assert config["meta"]["parent"] == sft["folder"] and net.cfg.num_stages == 2
 
 
-def test_coda_train_compare_runs_both_conditions_per_seed(tmp_path, capsys, embedder):
-    assert main(["train", "compare", "--family", "reach", "--seeds", "0", "1", "--n-envs", "2", "--n-steps", "8",
+def test_coda_train_compare_runs_both_conditions_per_seed(tmp_path, capsys, embedder, main):
+    assert main(["compare", "--family", "reach", "--seeds", "0", "1", "--n-envs", "2", "--n-steps", "8",
                  "--total-env-steps", "16", "--batch-size", "8", "--epochs", "1", "--output-dir", str(tmp_path),
                  "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

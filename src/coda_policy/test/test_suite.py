@@ -17,7 +17,7 @@ from coda_engine.sim.arm import SimArm
 from coda_engine.sim.expert import run_expert
 from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SPLITS, SceneParams
-from coda_loop.cli import main
+from coda_policy import eval_command
 from coda_policy.checkpoint import save_checkpoint
 from coda_policy.model import CodaPolicyNet
 from coda_policy.suite import (
@@ -225,21 +225,27 @@ def test_evaluate_suites_same_result_with_one_and_two_workers(shipped, tiny_chec
         evaluate_suites(tiny_checkpoint, [suites[0], suites[0]], embedder=embedder)
 
 
-def test_coda_eval_prints_json(shipped, tiny_checkpoint, tmp_path, capsys, embedder):
+@pytest.fixture
+def coda_eval(coda_subcommand):
+    """``coda eval ARGS``."""
+    return lambda argv: coda_subcommand(eval_command, argv)
+
+
+def test_coda_eval_prints_json(shipped, tiny_checkpoint, tmp_path, capsys, embedder, coda_eval):
     path = save_suite(_small_suite(shipped, "instruction", 1), tmp_path / "mine.yaml")
-    assert main(["eval", "--policy", str(tiny_checkpoint), "--suite", str(path), "--json", "--no-progress"]) == 0
+    assert coda_eval(["--policy", str(tiny_checkpoint), "--suite", str(path), "--json", "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["policy"] == str(tiny_checkpoint) and out["episodes"] == 4 and out["seconds"] > 0
     assert set(out["results"]) == {"instruction"}
     assert set(out["results"]["instruction"]) == {*FAMILY_ORDER, "mean"}
     assert (
-        main(["eval", "--policy", str(tiny_checkpoint), "--split", "object", "--per-family", "1", "--no-progress"]) == 0
+        coda_eval(["--policy", str(tiny_checkpoint), "--split", "object", "--per-family", "1", "--no-progress"]) == 0
     )
     table = capsys.readouterr().out
     assert "4 episodes" in table and re.search(r"^object +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$", table, re.M)
 
 
-def test_coda_eval_bad_inputs_exit_2(shipped, tiny_checkpoint, tmp_path, capsys):
+def test_coda_eval_bad_inputs_exit_2(shipped, tiny_checkpoint, tmp_path, capsys, coda_eval):
     (tmp_path / "empty").mkdir()
     broken = tmp_path / "broken-0001"
     broken.mkdir()
@@ -260,6 +266,6 @@ def test_coda_eval_bad_inputs_exit_2(shipped, tiny_checkpoint, tmp_path, capsys)
         (["--policy", str(tiny_checkpoint), "--workers", "0"], "--workers"),
     ]
     for argv, words in cases:
-        assert main(["eval", *argv, "--json", "--no-progress"]) == 2, argv
+        assert coda_eval([*argv, "--json", "--no-progress"]) == 2, argv
         captured = capsys.readouterr()
         assert captured.out == "" and words in captured.err, (argv, captured.err)
