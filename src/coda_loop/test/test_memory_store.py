@@ -24,8 +24,8 @@ from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SceneParams
 from coda_engine.text_embedding import TextEmbedder
 from coda_loop.memory import KINDS, MemoryQueryError, MemoryRecord, MemoryStore, parse_uri
+from coda_loop.memory import records as memory_records
 from coda_loop.memory import schema as memory_schema
-from coda_loop.memory import store as memory_store
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +107,8 @@ def test_a_second_migration_upgrades_an_existing_file(
     with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
         memory.put_critic_version(0, version_id="c1", backend="grounded", info={})
     v3 = memory_schema.Migration(3, "critic notes", "ALTER TABLE critic_versions ADD COLUMN note TEXT DEFAULT ''")
-    monkeypatch.setattr(memory_store, "MIGRATIONS", (*memory_schema.MIGRATIONS, v3))
-    monkeypatch.setattr(memory_store, "LATEST_VERSION", 3)
+    monkeypatch.setattr(memory_records, "MIGRATIONS", (*memory_schema.MIGRATIONS, v3))
+    monkeypatch.setattr(memory_records, "LATEST_VERSION", 3)
     with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
         assert memory.schema_version == 3
         assert memory.conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
@@ -122,8 +122,8 @@ def test_a_v1_memory_gets_run_starts_and_keeps_its_records(
 ) -> None:
     """A run folder written before v2 opens with the current code: upgraded in place, nothing lost."""
     with monkeypatch.context() as v1_code:
-        v1_code.setattr(memory_store, "MIGRATIONS", memory_schema.MIGRATIONS[:1])
-        v1_code.setattr(memory_store, "LATEST_VERSION", 1)
+        v1_code.setattr(memory_records, "MIGRATIONS", memory_schema.MIGRATIONS[:1])
+        v1_code.setattr(memory_records, "LATEST_VERSION", 1)
         with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
             assert memory.schema_version == 1
             memory.put_critic_version(0, version_id="c1", backend="grounded", info={})

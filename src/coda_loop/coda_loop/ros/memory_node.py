@@ -50,7 +50,7 @@ from rclpy.serialization import serialize_message
 from coda_engine.ros.convert import ConversionError, dict_to_msg
 from coda_engine.ros.spin import run_node
 from coda_loop.memory import MemoryQueryError, MemoryRecord, MemoryStore, record_uri
-from coda_loop.memory.store import summarize, to_json
+from coda_loop.memory.records import summarize, to_json
 from coda_msgs.msg import (
     Diagnosis,
     GenerationProgram,

@@ -1,0 +1,58 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The run's own bookkeeping: finished loop steps (what ``--resume`` skips) and every start with its code.
+
+Pure: no rclpy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from coda_loop.memory.records import RecordFile, check_round, to_json
+
+
+class RunRecords(RecordFile):
+    """Finished steps and starts of the run (part of :class:`~coda_loop.memory.store.MemoryStore`)."""
+
+    def finish_step(self, round: int, step: str, outputs: dict) -> None:
+        """Mark ``(round, step)`` finished with its outputs (a later call for the same step replaces them)."""
+        round = check_round(round)
+        if not step:
+            raise ValueError("step must be a non-empty string")
+        text = to_json(outputs, f"outputs of step {step!r}")
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO loop_steps VALUES (?, ?, ?, ?)", (round, step, text, time.time()))
+
+    def finished_step(self, round: int, step: str) -> dict | None:
+        """Return the outputs of a finished step, or None."""
+        with self._read() as conn:
+            row = conn.execute("SELECT outputs FROM loop_steps WHERE round = ? AND step = ?", (round, step)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def finished_steps(self) -> list[tuple[int, str]]:
+        """Return every finished (round, step), in the order they finished."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT round, step FROM loop_steps ORDER BY finished, rowid").fetchall()
+        return [(int(r), str(s)) for r, s in rows]
+
+    def record_start(self, first_round: int, provenance: dict) -> int:
+        """Record that the run (re)starts at round ``first_round`` with this code (``coda_loop.provenance``).
+
+        Returns the start's number (1 for the first start of the run).
+        """
+        first_round = check_round(first_round)
+        text = to_json(provenance, "provenance")
+        with self._write() as conn:
+            cursor = conn.execute("INSERT INTO run_starts (started, first_round, provenance) VALUES (?, ?, ?)",
+                                  (time.time(), first_round, text))
+            return int(cursor.lastrowid or 0)
+
+    def starts(self) -> list[dict]:
+        """Every start of the run, oldest first: ``start_id``, ``started`` (Unix s), ``first_round`` + provenance."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT start_id, started, first_round, provenance FROM run_starts "
+                                "ORDER BY start_id").fetchall()
+        return [{"start_id": int(i), "started": float(t), "first_round": int(r), **json.loads(p)}
+                for i, t, r, p in rows]
