@@ -496,7 +496,7 @@ def export_run(run_dir: Path, out: Path, *, round_index: int = -1) -> ExportSumm
     Episodes are laid out in the order they were written, from the first one's write time.
     Raises ``ReportError`` for a bad run folder and :class:`ExportError` when there is nothing to export.
     """
-    from coda_loop.report.html import all_records, open_store
+    from coda_loop.report.data import all_records, open_store
 
     store = open_store(run_dir)
     db = Path(store.path)

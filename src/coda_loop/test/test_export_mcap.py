@@ -29,7 +29,7 @@ from coda_loop.export_mcap import (
     MessageDefinitions,
 )
 from coda_loop.memory import MemoryStore
-from coda_loop.report.html import all_records
+from coda_loop.report.data import all_records
 
 _spec = importlib.util.spec_from_file_location("coda_test_report_builder", Path(__file__).with_name("test_report.py"))
 _builder = importlib.util.module_from_spec(_spec)

@@ -27,8 +27,9 @@ from coda_loop.cli import main
 from coda_loop.memory import MemoryStore
 from coda_loop.provenance import code_label, code_provenance
 from coda_loop.report import svg
+from coda_loop.report.data import ReportData
 from coda_loop.report.experiment import ExperimentInputError, render_experiment
-from coda_loop.report.html import ReportData, render
+from coda_loop.report.html import render
 
 SCRIPT = "<script>alert('memory')</script>"
 """Put in front of one diagnosis explanation: the page must show it as text."""

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the file; exit 2 when RUN_DIR is not a run folder or the round holds no episodes."""
     from coda_loop.export_mcap import ExportError, export_run
-    from coda_loop.report.html import ReportError
+    from coda_loop.report.data import ReportError
 
     try:
         summary = export_run(args.run_dir, args.mcap, round_index=args.round)

@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the page; exit 2 when RUN_DIR is not a run folder."""
-    from coda_loop.report.html import ReportError, write_report
+    from coda_loop.report.data import ReportError
+    from coda_loop.report.html import write_report
 
     try:
         path = write_report(args.run_dir, args.out)
