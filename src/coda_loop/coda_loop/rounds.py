@@ -727,7 +727,8 @@ class CoevolutionLoop:
                 "success_after": after, "kept": kept, "seconds": round(result.seconds, 1)}
 
     def _step_evaluate(self, r: int) -> dict[str, Any]:
-        from coda_policy.suite import default_suites, evaluate_suites
+        from coda_policy.evaluation import evaluate_suites
+        from coda_policy.suite import default_suites
 
         cfg = self.config
         version = str(self.output(r, "train")["version"])

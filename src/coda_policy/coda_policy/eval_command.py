@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     """Evaluate and print; 2 on a bad checkpoint, suite file or option."""
     from tqdm import tqdm
 
-    from coda_policy.suite import CheckpointError, SuiteError, evaluate_suites, load_checkpoint
+    from coda_policy.evaluation import CheckpointError, evaluate_suites, load_checkpoint
+    from coda_policy.suite import SuiteError
 
     if args.per_family < 0:
         return _fail(f"--per-family {args.per_family} must be >= 0")

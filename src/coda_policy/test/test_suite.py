@@ -19,6 +19,7 @@ from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SPLITS, SceneParams
 from coda_policy import eval_command
 from coda_policy.checkpoint import save_checkpoint
+from coda_policy.evaluation import evaluate_suites
 from coda_policy.model import CodaPolicyNet
 from coda_policy.suite import (
     FAMILY_ORDER,
@@ -27,7 +28,6 @@ from coda_policy.suite import (
     SuiteError,
     default_suites,
     entry_from_scene,
-    evaluate_suites,
     load_suite,
     save_suite,
     scene_from_entry,

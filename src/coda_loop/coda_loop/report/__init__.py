@@ -3,7 +3,8 @@
 """Reports of runs and experiments: inline-SVG plots, the run's HTML page, the experiment table.
 
 ``svg`` holds the plot primitives, ``data`` what the run report shows (read from the memory), ``html`` the page
-of ``coda report``, ``experiment`` the Markdown table and HTML page of ``coda experiment``. Pure modules: no rclpy, no plotting library.
+of ``coda report``, ``experiment`` the Markdown table and HTML page of ``coda experiment``. Pure modules: no rclpy,
+no plotting library.
 """
 
 from coda_loop.report.data import ReportError
