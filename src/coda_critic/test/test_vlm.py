@@ -18,16 +18,8 @@ from coda_critic.diagnosis import MODES, CriticInputError, stage_names
 from coda_critic.grounded import GroundedCritic
 from coda_critic.learned import LearnedConfig, embed_instructions, load_critic, save_model, train
 from coda_critic.text2potential import ProgramSpec, Text2Potential
-from coda_critic.vlm import (
-    SchemaError,
-    VlmConfig,
-    VlmCritic,
-    build_prompt,
-    extract_json,
-    load_vlm,
-    parse_answer,
-    validate_answer,
-)
+from coda_critic.vlm import VlmConfig, VlmCritic, load_vlm
+from coda_critic.vlm_answer import SchemaError, build_prompt, extract_json, parse_answer, validate_answer
 from coda_engine.text_embedding import TextEmbedder
 
 OBJECTS = ["red_ball", "green_bin", "blue_cylinder"]
