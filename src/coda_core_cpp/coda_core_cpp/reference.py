@@ -11,6 +11,10 @@ and never calls ``eval``.
 Numerics: every operation is computed on Python floats (IEEE double) and rounded to float32.
 For ``+ - * /`` and ``sqrt`` of float32 operands this double rounding gives exactly the
 correctly rounded float32 result, i.e. what the C++ code computes in float32.
+
+Why one file of about 730 lines: it mirrors ``src/potential.cpp`` (lexer, parser, type checker) and
+``src/potential_eval.cpp`` section by section, in the same order, so a rule is compared across the two
+languages in one place; split, the mirror would no longer line up with the C++.
 """
 
 from __future__ import annotations

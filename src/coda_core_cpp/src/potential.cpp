@@ -2,6 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Lexer, parser, type checker and code generator of the staged-potential language.
 // coda_core_cpp/reference.py mirrors this file rule for rule (same errors, same positions).
+// One translation unit of about 730 lines on purpose: the lexer, parser, type checker and code generator share
+// the token, node and layout types of its anonymous namespace, which no other file may see.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
