@@ -13,7 +13,7 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test"]),
-    package_data={PACKAGE: ["data/*", "data/**/*", "suites/*.yaml", "suites/README.md"]},
+    package_data={PACKAGE: ["data/*", "data/**/*", "suites/*.yaml", "suites/validation/*.yaml", "suites/README.md"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),

@@ -70,6 +70,8 @@ from coda_engine.sim.scene import (
 FORMAT = 1
 """Suite file format version this module reads and writes."""
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
+SUITE_KINDS = ("test", "validation")
+"""The shipped suite sets: held-out test suites, and validation suites to choose designs on."""
 """The shipped suites: ``<split>.yaml`` for every split of ``SPLITS``."""
 FAMILY_ORDER: tuple[str, ...] = ("reach", "pick_place", "push", "stack")
 """Order of families in results and tables (families outside it follow, sorted)."""
@@ -477,12 +479,20 @@ def load_suite(path: str | Path) -> Suite:
     return parse_suite(data, path)
 
 
-def default_suites(splits: Sequence[str] = SPLITS) -> dict[str, Suite]:
-    """Return the shipped suites of ``splits`` (``suites/<split>.yaml``), by split."""
+def default_suites(splits: Sequence[str] = SPLITS, kind: str = "test") -> dict[str, Suite]:
+    """Return the shipped suites of ``splits``, by split.
+
+    ``kind`` ``test``: the held-out test suites (``suites/<split>.yaml``), which report results; ``validation``:
+    the validation suites (``suites/validation/<split>.yaml``, the same generators with other seeds), on which
+    designs and hyperparameters are chosen.
+    """
     unknown = [s for s in splits if s not in SPLITS]
     if unknown:
         raise ValueError(f"unknown splits {unknown}; expected some of {list(SPLITS)}")
-    return {s: load_suite(SUITES_DIR / f"{s}.yaml") for s in splits}
+    if kind not in SUITE_KINDS:
+        raise ValueError(f"unknown suite kind {kind!r}; expected one of {SUITE_KINDS}")
+    folder = SUITES_DIR if kind == "test" else SUITES_DIR / "validation"
+    return {s: load_suite(folder / f"{s}.yaml") for s in splits}
 
 
 class _SuiteDumper(yaml.SafeDumper):
@@ -515,6 +525,7 @@ __all__ = [
     "FORMAT",
     "SPLITS",
     "SUITES_DIR",
+    "SUITE_KINDS",
     "Suite",
     "SuiteError",
     "default_suites",
