@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("coda_loop.commands.report", "HTML report of a run folder: coda report RUN_DIR"),
     "export": ("coda_loop.commands.export", "episodes of a run as rosbag2 MCAP: coda export RUN_DIR --mcap FILE"),
     "experiment": ("coda_loop.commands.experiment", "CoDA against the baselines: coda experiment --preset small"),
+    "analyze": ("coda_loop.commands.analyze", "where a run's budget went: coda analyze RUN_DIR ... --json"),
 }
 
 

@@ -84,6 +84,46 @@ def aggregate(finals: dict[str, list[dict[str, float]]],
     return results
 
 
+def last_outcomes(run_dir: Path, rounds: int) -> dict[str, Any]:
+    """Per-scene outcomes of a run's last evaluation: ``{"test": {split: {scene: 0/1}}, "validation": ...}``."""
+    from coda_loop.memory import MemoryStore
+
+    with MemoryStore(run_dir / "memory.db") as store:
+        done = store.finished_step(rounds, "evaluate") or {}
+    out = {"test": done.get("outcomes", {})}
+    if "validation" in done:
+        out["validation"] = done["validation"].get("outcomes", {})
+    return out
+
+
+def paired(outcomes: dict[str, dict[int, dict[str, Any]]], reference: str = "coda",
+           seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Return ``reference`` minus every other method in OOD mean, paired on scenes and seeds (test, validation).
+
+    ``outcomes``: method -> seed -> :func:`last_outcomes`. Methods without per-scene outcomes are left out.
+    """
+    from coda_loop.stats import paired_difference
+
+    result: dict[str, dict[str, Any]] = {}
+    ref = outcomes.get(reference, {})
+    for method, by_seed in outcomes.items():
+        if method == reference or not ref:
+            continue
+        row: dict[str, Any] = {}
+        for kind in ("test", "validation"):
+            a = {s: o[kind] for s, o in ref.items() if o.get(kind)}
+            b = {s: o[kind] for s, o in by_seed.items() if o.get(kind)}
+            splits = [s for s in OOD_SPLITS if all(s in o for o in [*a.values(), *b.values()])]
+            if set(a) & set(b) and splits:
+                try:
+                    row[kind] = paired_difference(a, b, splits, np.random.default_rng(seed))
+                except ValueError as error:
+                    row[kind] = {"error": str(error)}
+        if row:
+            result[method] = row
+    return result
+
+
 def run(args: argparse.Namespace) -> int:
     """Run every method for every seed; print and write the table."""
     if args.seeds < 1 or args.workers < 0 or args.first_seed < 0:
@@ -94,9 +134,11 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     finals: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
+    validation: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
     counts: dict[str, list[dict[str, int]]] = {m: [] for m in args.methods}
     per_round: dict[str, list[dict[str, Any]]] = {m: [] for m in args.methods}
     code: dict[str, dict[str, list[str]]] = {}  # method -> seed -> the commits its run was computed with
+    outcomes: dict[str, dict[int, dict[str, Any]]] = {m: {} for m in args.methods}
     methods = ["sft", *[m for m in args.methods if m != "sft"]]
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     for seed in seeds:
@@ -117,7 +159,10 @@ def run(args: argparse.Namespace) -> int:
             code.setdefault(method, {})[str(seed)] = summary.get("code", [])
             last = summary["rounds"][-1]
             if method in finals:
+                outcomes[method][seed] = last_outcomes(run_dir, config.rounds)
                 finals[method].append({**last["per_split"], "ood": last["ood"]})
+                if "validation" in last:
+                    validation[method].append({**last["validation"]["per_split"], "ood": last["validation"]["ood"]})
                 per_family = last.get("episodes_per_family") or {}
                 counts[method].append({split: int(n) * len(config.families) for split, n in per_family.items()})
                 for row in summary["rounds"]:
@@ -127,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
     result = {
         "preset": args.preset,
         "results": aggregate(finals, counts),
+        "paired": paired(outcomes),
+        "validation": aggregate({m: rows for m, rows in validation.items() if rows}),
         "budget": preset.budget,
         "rounds": preset.rounds,
         "seeds": seeds,

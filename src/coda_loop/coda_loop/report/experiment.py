@@ -152,7 +152,48 @@ def markdown(result: Mapping[str, Any]) -> str:
     code = _code_line(result)
     if code:
         notes.append(code)
-    return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
+    return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n" + _paired_table(result) + _validation_table(result)
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+def _paired_table(result: Mapping[str, Any]) -> str:
+    """Return the table of paired differences (optional key ``paired``: method -> {"test"|"validation": ...})."""
+    paired = result.get("paired") or {}
+    if not isinstance(paired, Mapping) or not paired:
+        return ""
+    lines = ["", "Paired: CoDA minus each method in OOD mean, on the same held-out scenes and seeds (95% bootstrap "
+             "interval over scenes and seeds; an interval above 0 means CoDA is ahead).", "",
+             "| method | test suites | validation suites |", "| --- | ---: | ---: |"]
+    for method in [m for m in METHODS if m in paired] + sorted(m for m in paired if m not in METHODS):
+        cells = []
+        for kind in ("test", "validation"):
+            entry = paired[method].get(kind) if isinstance(paired[method], Mapping) else None
+            if not isinstance(entry, Mapping) or "diff" not in entry:
+                cells.append("n/a" if not isinstance(entry, Mapping) else f"n/a ({entry.get('error', '')})")
+                continue
+            low, high = entry["ci"]
+            cells.append(f"{_signed(entry['diff'])} [{_signed(low)}, {_signed(high)}]")
+        lines.append(f"| {method} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines) + "\n"
+
+
+def _validation_table(result: Mapping[str, Any]) -> str:
+    """Return the table of success on the validation suites (optional key ``validation``, like ``results``)."""
+    validation = result.get("validation") or {}
+    if not isinstance(validation, Mapping) or not validation:
+        return ""
+    _, cells, _ = table_cells({"results": validation})
+    header = ["method", *SPLITS, "OOD mean"]
+    lines = ["", "Validation suites (the same generators as the test suites, other seeds; designs are chosen on "
+             "these):", "", "| " + " | ".join(header) + " |",
+             "|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|"]
+    for method in [m for m in METHODS if m in cells] + sorted(m for m in cells if m not in METHODS):
+        row = cells[method]
+        lines.append("| " + " | ".join([method, *[_fmt(row[s]) for s in SPLITS], _fmt(row[OOD])]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _code_line(result: Mapping[str, Any]) -> str:
