@@ -86,6 +86,29 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
                 "SELECT outputs FROM loop_steps WHERE round = 0 AND step = 'evaluate'").fetchone()[0])
         assert outputs["reused_from"] == str((out / "seed1" / "sft").resolve())
 
+    # paired differences to coda on the same held-out scenes: the point estimate is the difference of the means
+    assert set(result["paired"]) == {"sft", "closed_loop"}
+    pair = result["paired"]["closed_loop"]["test"]
+    expected = result["results"]["coda"]["ood"]["mean"] - result["results"]["closed_loop"]["ood"]["mean"]
+    assert pair["diff"] == pytest.approx(expected) and pair["seeds"] == 1 and pair["scenes"] == 2 * 2
+    assert pair["ci"][0] <= pair["diff"] <= pair["ci"][1]
+    assert "closed_loop" in (out / "results.md").read_text().split("Paired")[1]
+
+    # coda analyze: where each round's budget went, from the run's memory
+    from coda_loop.analysis import analyze_run, format_analysis
+
+    analysis = analyze_run(out / "seed1" / "coda")
+    rows = analysis["rounds"]
+    assert [row["round"] for row in rows] == [0, 1] and all(row["generated"] == 3 for row in rows)
+    assert sum(rows[1]["by_family"].values()) == 3 and sum(rows[1]["by_kind"].values()) == 3
+    corrective = rows[1]["corrective"]
+    assert 0 <= corrective["recovered"] <= corrective["failed_scenes"] <= 3
+    assert rows[1]["eval"]["ood"] == pytest.approx(result["results"]["coda"]["ood"]["mean"])
+    assert "(coda, seed 1)" in format_analysis(analysis)
+    assert "corrective" not in analyze_run(out / "seed1" / "closed_loop")["rounds"][1]
+    with pytest.raises(ValueError, match="not a run folder"):
+        analyze_run(tmp_path)
+
     steps = {m: _step_count(out / "seed1" / m / "memory.db") for m in METHODS}
     assert experiment.run(_args(out)) == 0  # started again: every run is finished and only read back
     again = json.loads((out / "results.json").read_text())

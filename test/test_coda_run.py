@@ -188,8 +188,12 @@ def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> Non
         again = dict(((r, s), o) for r, s, o in conn.execute("SELECT round, step, outputs FROM loop_steps"))
         scenes_after = conn.execute("SELECT COUNT(*) FROM scenes").fetchone()[0]
     assert all(again[key] == value for key, value in kept.items())  # finished work was not redone
-    # round 2's generated scenes only: round 1's were kept, and the probe scenes are the same every round
-    assert scenes_after == scenes_before + TINY["budget"]
+    # round 2's new scenes only: round 1's were kept, the probe scenes are the same every round, and a replayed
+    # scene is the stored one
+    with sqlite3.connect(run_dir / "memory.db") as conn:
+        generate2 = json.loads(conn.execute(
+            "SELECT outputs FROM loop_steps WHERE round = 2 AND step = 'generate'").fetchone()[0])
+    assert scenes_after == scenes_before + TINY["budget"] - generate2["replayed_scenes"]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert [row["round"] for row in summary["rounds"]] == [0, 1, 2]
     # Both starts are recorded with the code they ran: this checkout's commit, in the summary too.

@@ -119,6 +119,9 @@ class Diagnosis:
     """Header stamp, seconds."""
     stamp_nanosec: int = 0
     """Header stamp, nanoseconds."""
+    failure_step: int = -1
+    """Control step at which the failure began (its onset, e.g. the first contact that tipped an object); -1 for
+    success or when the critic cannot tell (a critic without the privileged trace)."""
 
     def __post_init__(self) -> None:
         """Check the vocabulary and ranges; the error names the field."""
@@ -131,6 +134,9 @@ class Diagnosis:
             problems.append(f"confidence={self.confidence} is outside [0, 1]")
         if self.critic_backend not in BACKENDS:
             problems.append(f"critic_backend={self.critic_backend!r} is not one of {BACKENDS}")
+        if self.failure_step < -1 or (self.failure_mode == MODE_SUCCESS and self.failure_step != -1):
+            problems.append(f"failure_step={self.failure_step} must be >= 0 for a failure whose onset is known, "
+                            "else -1")
         if (self.failure_mode == MODE_SUCCESS) != (self.failed_stage == -1):
             problems.append(f"failed_stage={self.failed_stage} must be -1 exactly for success "
                             f"(failure_mode={self.failure_mode!r})")
@@ -160,6 +166,7 @@ class Diagnosis:
             "failure_mode": self.failure_mode,
             "failed_stage": int(self.failed_stage),
             "failed_stage_name": self.failed_stage_name,
+            "failure_step": int(self.failure_step),
             "target_object": self.target_object,
             "conditions": [c.to_dict() for c in self.conditions],
             "text": self.text,
@@ -180,6 +187,7 @@ class Diagnosis:
             failure_mode=str(data["failure_mode"]),
             failed_stage=int(data["failed_stage"]),
             failed_stage_name=str(data["failed_stage_name"]),
+            failure_step=int(data.get("failure_step", -1)),
             target_object=str(data["target_object"]),
             conditions=[Condition.from_dict(c) for c in data.get("conditions", [])],
             text=str(data.get("text", "")),

@@ -9,11 +9,22 @@
   failures, the one with the highest failure rate (ties: more failures, then ``condition_keys`` order);
   without such a group, its family alone. Groups get scenes in proportion to the failures assigned to
   them, and each allocation lists exactly those diagnoses as its causes.
+* **scene replay** (with memory): scenes of earlier rounds that the policy failed at its latest attempt
+  are played again, exactly (``Condition("scene", <scene id>)``), so a failure is revisited by the
+  improved policy (and, with corrective demonstrations, demonstrated from where that policy fails now).
+  ``replay`` candidates come from memory (:func:`replay_candidates`); the highest priorities are taken
+  (prioritised level replay: failure rate over the attempts, plus ``staleness_weight`` times the rounds
+  since the scene was last played, normalised); a scene failed ``max_scene_attempts`` times is given up.
+  Causes are the scene's failed diagnoses. Unused share goes to the targeted scenes.
 * **replay**: conditions that failed before (``history``: failure rate >= ``failing_rate``) and now
   pass (failure rate <= ``fixed_rate``) are replayed so nothing is forgotten; causes are the earlier
   failures and the current successes. Without such conditions the share replays the families that
   pass now (causes: those successes).
 * **exploration**: spread evenly over all families with no condition fixed.
+
+A closed loop without a critic plans from :class:`Outcome` records instead of diagnoses: each is an episode's
+success flag with its scene's conditions (what the simulator knows without diagnosing anything), so its
+targeted scenes follow the conditions with the highest failure rate, with no failure mode or stage behind them.
 
 Only conditions the training vocabulary can generate are targeted (held-out colours, sizes,
 phrasings or distractor counts of the OOD splits are never asked of the generator); such failures
@@ -59,13 +70,23 @@ class GenerationConfig:
     """A condition group of the history with at least this failure rate was failing."""
     fixed_rate: float = 0.2
     """A failing group is fixed when its current failure rate is at most this."""
+    scene_replay_share: float = 0.25
+    """Fraction of the budget replaying failed scenes of earlier rounds (needs ``replay`` candidates)."""
+    max_scene_attempts: int = 3
+    """A scene failed this many times is no longer replayed."""
+    staleness_weight: float = 0.3
+    """Weight of staleness (rounds since last played, over the largest such gap) in a scene's replay priority."""
 
     def __post_init__(self) -> None:
         """Check ranges and that the shares leave room for each other."""
-        if not (0 <= self.exploration_share <= 1 and 0 <= self.replay_share <= 1
-                and self.exploration_share + self.replay_share <= 1):
-            raise ValueError(f"GenerationConfig: exploration_share={self.exploration_share} and replay_share="
-                             f"{self.replay_share} must be in [0, 1] with a sum <= 1")
+        shares = (self.exploration_share, self.replay_share, self.scene_replay_share)
+        if not (all(0 <= x <= 1 for x in shares) and sum(shares) <= 1):
+            raise ValueError(f"GenerationConfig: exploration_share={self.exploration_share}, replay_share="
+                             f"{self.replay_share} and scene_replay_share={self.scene_replay_share} must be in "
+                             "[0, 1] with a sum <= 1")
+        if self.max_scene_attempts < 1 or self.staleness_weight < 0:
+            raise ValueError(f"GenerationConfig: max_scene_attempts={self.max_scene_attempts} must be >= 1 and "
+                             f"staleness_weight={self.staleness_weight} >= 0")
         if self.min_support < 1 or self.max_targeted < 1:
             raise ValueError("GenerationConfig: min_support and max_targeted must be >= 1")
         if not 0 <= self.fixed_rate < self.failing_rate <= 1:
@@ -146,6 +167,79 @@ class GenerationProgram:
         return sum(a.count for a in self.allocations if a.kind == kind)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """An episode's result with its scene's conditions: what a planner without a critic plans from.
+
+    It offers the attributes the planner reads of a :class:`~coda_critic.diagnosis.Diagnosis`.
+    """
+
+    diagnosis_id: str
+    """The episode's id (the record the allocation names as its cause)."""
+    scene_id: str
+    """The scene."""
+    family: str
+    """Its task family."""
+    success: bool
+    """Whether the episode succeeded."""
+    conditions: tuple[Condition, ...] = ()
+    """The scene's conditions (:func:`coda_critic.diagnosis.scene_conditions`)."""
+
+    @property
+    def is_failure(self) -> bool:
+        """True when the episode failed."""
+        return not self.success
+
+    @property
+    def failure_mode(self) -> str:
+        """``failure`` or ``success`` (no critic says more)."""
+        return "failure" if not self.success else "success"
+
+    def condition(self, key: str, default: str = "") -> str:
+        """Return the value of condition ``key`` (``default`` if absent)."""
+        return next((c.value for c in self.conditions if c.key == key), default)
+
+    @classmethod
+    def of(cls, episode_id: str, scene: Scene, success: bool) -> Outcome:
+        """Return the outcome of an episode in ``scene``."""
+        return cls(episode_id, scene.scene_id, scene.family, bool(success), tuple(scene_conditions(scene)))
+
+
+@dataclass(frozen=True)
+class ReplayCandidate:
+    """A scene played in earlier rounds, with its record (from memory)."""
+
+    scene_id: str
+    """The scene."""
+    family: str
+    """Its task family."""
+    attempts: int
+    """Episodes diagnosed on it."""
+    failures: int
+    """How many of them failed."""
+    last_round: int
+    """Round it was last played in."""
+    last_failed: bool
+    """Whether its latest attempt failed."""
+    failed_diagnosis_ids: tuple[str, ...]
+    """Its failed diagnoses (the causes of a replay)."""
+
+
+def replay_candidates(history: Sequence[tuple[int, Diagnosis]]) -> list[ReplayCandidate]:
+    """Per scene of ``history`` ((round, diagnosis) pairs, any order): its attempts, failures and latest result."""
+    by_scene: dict[str, list[tuple[int, Diagnosis]]] = defaultdict(list)
+    for round_index, d in history:
+        by_scene[d.scene_id].append((round_index, d))
+    out = []
+    for scene_id, rows in sorted(by_scene.items()):
+        rows.sort(key=lambda row: row[0])
+        out.append(ReplayCandidate(scene_id=scene_id, family=rows[-1][1].family, attempts=len(rows),
+                                   failures=sum(d.is_failure for _, d in rows), last_round=rows[-1][0],
+                                   last_failed=rows[-1][1].is_failure,
+                                   failed_diagnosis_ids=tuple(d.diagnosis_id for _, d in rows if d.is_failure)))
+    return out
+
+
 def trainable(key: str, value: str) -> bool:
     """Tell whether the training vocabulary (split ``id``) can generate condition ``key=value``."""
     vocab = load_vocabulary("id")
@@ -218,9 +312,15 @@ class GenerationPlanner:
         if unknown:
             raise ValueError(f"unknown families {unknown}; expected some of {sorted(FAMILIES)}")
 
-    def plan(self, diagnoses: Sequence[Diagnosis], budget: int, round_index: int,
-             history: Sequence[Diagnosis] = ()) -> GenerationProgram:
-        """Return the program for round ``round_index`` spending ``budget`` scenes."""
+    def plan(self, diagnoses: Sequence[Diagnosis | Outcome], budget: int, round_index: int,
+             history: Sequence[Diagnosis] = (), replay: Sequence[ReplayCandidate] = ()) -> GenerationProgram:
+        """Return the program for round ``round_index`` spending ``budget`` scenes.
+
+        ``diagnoses``: the last round's diagnoses (or, without a critic, its :class:`Outcome` records);
+        ``history``: diagnoses of earlier rounds (condition replay); ``replay``: the scenes of earlier rounds and
+        the current one with their record (scene replay). Both come from memory; a run without memory passes
+        neither.
+        """
         cfg = self.config
         if budget < 1:
             raise ValueError(f"budget={budget} must be >= 1")
@@ -229,20 +329,28 @@ class GenerationPlanner:
             raise ValueError("diagnosis ids are not unique")
         n_explore = round(budget * cfg.exploration_share)
         n_replay = round(budget * cfg.replay_share)
+        scenes = self._scene_replay(replay, round_index, round(budget * cfg.scene_replay_share))
         targeted = self._targeted(diagnoses)
-        replay = self._replay(diagnoses, history)
-        if not replay:
+        replay_groups = self._replay(diagnoses, history)
+        if not replay_groups:
             n_explore += n_replay
             n_replay = 0
-        n_target = budget - n_explore - n_replay
+        n_target = budget - n_explore - n_replay - len(scenes)
         if not targeted:
             n_explore += n_target
             n_target = 0
         allocations: list[BudgetAllocation] = []
+        for c in scenes:
+            allocations.append(BudgetAllocation(
+                KIND_REPLAY, c.family, [Condition("family", c.family), Condition("scene", c.scene_id)], 1,
+                list(c.failed_diagnosis_ids),
+                f"replay scene: {c.scene_id} failed {c.failures} of {c.attempts} attempts, last in round "
+                f"{c.last_round}"))
         for (group, causes, reason), count in zip(targeted, split_counts(n_target, [len(c) for _, c, _ in targeted]),
                                                   strict=True):
             allocations.append(BudgetAllocation(KIND_TARGETED, group[0], _conditions(group), count, causes, reason))
-        for (group, causes, reason), count in zip(replay, split_counts(n_replay, [1.0] * len(replay)), strict=True):
+        for (group, causes, reason), count in zip(replay_groups, split_counts(n_replay, [1.0] * len(replay_groups)),
+                                                  strict=True):
             allocations.append(BudgetAllocation(KIND_REPLAY, group[0], _conditions(group), count, causes, reason))
         for family, count in zip(self.families, split_counts(n_explore, [1.0] * len(self.families)), strict=True):
             allocations.append(BudgetAllocation(KIND_EXPLORATION, family, _conditions((family, "", "")), count, [],
@@ -250,8 +358,24 @@ class GenerationPlanner:
         allocations = [a for a in allocations if a.count > 0]
         digest = hashlib.sha256(json.dumps([a.to_dict() for a in allocations], sort_keys=True).encode()).hexdigest()
         return GenerationProgram(program_id=f"gp-r{round_index:03d}-{digest[:10]}", round=round_index, budget=budget,
-                                 exploration_share=n_explore / budget, replay_share=n_replay / budget,
-                                 allocations=allocations)
+                                 exploration_share=n_explore / budget,
+                                 replay_share=(n_replay + len(scenes)) / budget, allocations=allocations)
+
+    def _scene_replay(self, candidates: Sequence[ReplayCandidate], round_index: int,
+                      count: int) -> list[ReplayCandidate]:
+        """Return the ``count`` failed scenes of the planner's families with the highest replay priority."""
+        cfg = self.config
+        live = [c for c in candidates if c.last_failed and c.failures < cfg.max_scene_attempts
+                and c.family in self.families and c.last_round < round_index]
+        if not live or count < 1:
+            return []
+        stale = max(round_index - c.last_round for c in live)
+
+        def priority(c: ReplayCandidate) -> tuple[float, str]:
+            score = c.failures / c.attempts + cfg.staleness_weight * (round_index - c.last_round) / stale
+            return (-score, c.scene_id)
+
+        return sorted(live, key=priority)[:count]
 
     def _targeted(self, diagnoses: Sequence[Diagnosis]) -> list[tuple[Group, list[str], str]]:
         cfg = self.config
@@ -335,6 +459,15 @@ def scene_params(allocation: BudgetAllocation, base: SceneParams | None = None) 
 
 
 def matches(scene: Scene, conditions: Sequence[Condition]) -> bool:
-    """Tell whether ``scene`` satisfies every condition (in the vocabulary of ``scene_conditions``)."""
+    """Tell whether ``scene`` satisfies every condition.
+
+    Conditions are in the vocabulary of ``scene_conditions``; the key ``scene`` names the scene itself.
+    """
     have = {c.key: c.value for c in scene_conditions(scene)}
+    have["scene"] = scene.scene_id
     return all(have.get(c.key) == c.value for c in conditions)
+
+
+def replayed_scene(allocation: BudgetAllocation) -> str:
+    """Return the scene id a scene-replay allocation plays again ("" for one that generates new scenes)."""
+    return next((c.value for c in allocation.conditions if c.key == "scene"), "")

@@ -23,8 +23,12 @@ fixed definitions, checked in this order (the first that holds is the label):
 9. ``timed_out``: anything else that ran out of steps.
 
 The failed stage is the default program's stage the episode ended in (the first one that did not
-complete). Every label has confidence 1. It is the teacher of the learned critic and the yardstick
-of every backend. Pure module: no rclpy.
+complete). The failure step is when the failure began, read off the same trace: the first sample at which a
+tipped or shoved object started to move (``onset_move``) or a distractor was first near the tool or lifted,
+the last sample the target was held before it was lost or released, the first close of the fingers next to
+the target of a missed grasp, the closest approach of a tool that never reached the target, and for a
+timed-out episode the last sample at which the potential still rose. Every label has confidence 1. It is the
+teacher of the learned critic and the yardstick of every backend. Pure module: no rclpy.
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ class GroundedConfig:
     """An object was shoved when it moved more than this horizontally, m."""
     progress_min: float = 0.02
     """Rise of the potential over the last quarter that counts as still progressing."""
+    onset_move: float = 0.01
+    """An object started to be knocked or shoved when it had moved this far from its start, m."""
 
     def __post_init__(self) -> None:
         """Check that every threshold is positive."""
@@ -135,6 +141,8 @@ class Finding:
     """Sentence with the measured facts."""
     other_object: str = ""
     """Distractor involved (wrong_object, knocked_over), if any."""
+    onset: int = -1
+    """Index of the trace sample at which the failure began (-1: not known)."""
 
 
 class GroundedCritic:
@@ -164,8 +172,9 @@ class GroundedCritic:
             stage_name = names[stage]
         conditions = scene_conditions(scene)
         text = describe(scene, finding, stage, stage_name, len(names), ep.steps, conditions)
+        step = int(trace.steps[finding.onset]) if finding.mode != MODE_SUCCESS and finding.onset >= 0 else -1
         return Diagnosis(diagnosis_id=diagnosis_id(self.name, [ep.episode_id]), episode_ids=[ep.episode_id],
-                         scene_id=scene.scene_id, family=scene.family, failure_mode=finding.mode,
+                         scene_id=scene.scene_id, family=scene.family, failure_mode=finding.mode, failure_step=step,
                          failed_stage=stage, failed_stage_name=stage_name, target_object=scene.target_object,
                          conditions=conditions, text=text, confidence=1.0, critic_backend=self.name)
 
@@ -189,36 +198,37 @@ class GroundedCritic:
         held = grasped & lifted[:, t]
         shove = np.linalg.norm(tr.pos[-1, :, :2] - start[:, :2], axis=-1)
         tilt = np.arccos(np.clip(np.sum(tr.up * tr.up[:1], axis=-1), -1.0, 1.0)).max(axis=0)
+        moved = np.linalg.norm(tr.pos - start[None], axis=-1) > cfg.onset_move  # (T, n) displaced from start
         for d in distractors:
             carried = lifted[:, d] & (ee_dist[:, d] < cfg.held_radius + 0.02)
             if carried.any():
                 return Finding(MODE_WRONG_OBJECT, f"it lifted the {tr.names[d]} instead of the {target.name}",
-                               tr.names[d])
+                               tr.names[d], _first(near[:, d] | carried))
             if near[:, d].sum() >= 2 and not approached_target:
                 return Finding(MODE_WRONG_OBJECT, f"it went to the {tr.names[d]} and never came near the "
-                               f"{target.name}", tr.names[d])
+                               f"{target.name}", tr.names[d], _first(near[:, d]))
         for i, obj in enumerate(scene.objects):
             if obj.is_static:
                 continue
             if obj.shape != SHAPE_SPHERE and tilt[i] > cfg.tilt_max:
                 return Finding(MODE_KNOCKED_OVER, f"it knocked over the {obj.name} (tipped by "
-                               f"{np.degrees(tilt[i]):.0f} degrees)", obj.name if i != t else "")
+                               f"{np.degrees(tilt[i]):.0f} degrees)", obj.name if i != t else "", _first(moved[:, i]))
             if tr.pos[:, i, 2].min() < -0.02:
                 return Finding(MODE_KNOCKED_OVER, f"it knocked the {obj.name} off the table",
-                               obj.name if i != t else "")
+                               obj.name if i != t else "", _first(moved[:, i]))
         for d in distractors:
             if shove[d] > cfg.shove_max and near[:, d].any():
                 return Finding(MODE_WRONG_OBJECT, f"it moved the {tr.names[d]} {shove[d]:.2f} m instead of the "
-                               f"{target.name}", tr.names[d])
+                               f"{target.name}", tr.names[d], _first(moved[:, d]))
         for i, obj in enumerate(scene.objects):
             if obj.is_static or shove[i] <= cfg.shove_max:
                 continue
             if i in distractors or obj.name == scene.goal_object:
                 return Finding(MODE_KNOCKED_OVER, f"it collided with the {obj.name} and shoved it {shove[i]:.2f} m",
-                               obj.name)
+                               obj.name, _first(moved[:, i]))
             if i == t and scene.family != "push" and not held.any():
                 return Finding(MODE_KNOCKED_OVER, f"it bumped the {obj.name} {shove[i]:.2f} m away without "
-                               "grasping it")
+                               "grasping it", "", _first(moved[:, i]))
 
         goal = scene.goal
         if held.any() and goal is not None:
@@ -233,32 +243,51 @@ class GroundedCritic:
                 in_air = tr.pos[last, t, 2] > start[t, 2] + cfg.air_min
                 if in_air and away > radius:
                     return Finding(MODE_DROPPED, f"it held the {target.name} and lost it in the air {away:.2f} m "
-                                   f"from the {goal.name}")
+                                   f"from the {goal.name}", "", last)
                 if not grasped[-1]:
                     return Finding(MODE_MISPLACED, f"it released the {target.name} {final_away:.2f} m from the "
-                                   f"centre of the {goal.name}, not on it")
+                                   f"centre of the {goal.name}, not on it", "", last)
             if tr.pos[-1, t, 2] < start[t, 2] + cfg.air_min and final_away > radius:
                 return Finding(MODE_MISPLACED, f"it set the {target.name} down {final_away:.2f} m from the centre "
-                               f"of the {goal.name}, not on it")
-        closed_near = bool((near[:, t] & (tr.gripper < cfg.open_gripper)).any())
-        if scene.family in GRASP_FAMILIES and closed_near and not held.any():
+                               f"of the {goal.name}, not on it", "", _last(held))
+        closed_near = near[:, t] & (tr.gripper < cfg.open_gripper)
+        if scene.family in GRASP_FAMILIES and closed_near.any() and not held.any():
             return Finding(MODE_MISSED_GRASP, f"it reached the {target.name} and closed the gripper but missed the "
-                           "grasp; the object was never lifted")
+                           "grasp; the object was never lifted", "", _first(closed_near))
         quarter = int(np.searchsorted(tr.steps, 0.75 * tr.steps[-1]))
         rise = float(tr.potential[-1] - tr.potential[min(quarter, len(tr.steps) - 1)])
         if rise > cfg.progress_min:
             return Finding(MODE_TIMED_OUT, f"it was still making progress (potential +{rise:.2f} over the last "
-                           f"quarter) when it ran out of steps after {ep.steps}")
+                           f"quarter) when it ran out of steps after {ep.steps}", "", _last_rise(tr.potential))
         if scene.family == "push" and goal is not None and shove[t] > cfg.shove_max:
             g = tr.index(goal.name)
             final_away = float(np.linalg.norm(tr.pos[-1, t, :2] - tr.pos[-1, g, :2]))
             return Finding(MODE_MISPLACED, f"it pushed the {target.name} {shove[t]:.2f} m but left it "
-                           f"{final_away:.2f} m from the centre of the {goal.name}")
+                           f"{final_away:.2f} m from the centre of the {goal.name}", "", _last(moved[:, t]))
         if not approached_target:
             closest = float(ee_dist[:, t].min())
             return Finding(MODE_NEVER_APPROACHED, f"the end effector never approached the {target.name}; the "
-                           f"closest it came was {closest:.2f} m")
-        return Finding(MODE_TIMED_OUT, f"it ran out of steps after {ep.steps} without finishing")
+                           f"closest it came was {closest:.2f} m", "", int(np.argmin(ee_dist[:, t])))
+        return Finding(MODE_TIMED_OUT, f"it ran out of steps after {ep.steps} without finishing", "",
+                       _last_rise(tr.potential))
+
+
+def _first(mask: np.ndarray) -> int:
+    """Index of the first True sample (-1 if none)."""
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else -1
+
+
+def _last(mask: np.ndarray) -> int:
+    """Index of the last True sample (-1 if none)."""
+    hits = np.flatnonzero(mask)
+    return int(hits[-1]) if hits.size else -1
+
+
+def _last_rise(potential: np.ndarray, eps: float = 1e-3) -> int:
+    """Index of the last sample at which the potential rose by more than ``eps`` (0 if it never did)."""
+    rises = np.flatnonzero(np.diff(potential) > eps)
+    return int(rises[-1]) + 1 if rises.size else 0
 
 
 MODE_PHRASES: dict[str, str] = {

@@ -14,6 +14,8 @@ from coda_critic.generation import (
     GenerationPlanner,
     GenerationProgram,
     matches,
+    replay_candidates,
+    replayed_scene,
     scene_params,
     split_counts,
     trainable,
@@ -134,3 +136,54 @@ def test_allocations_map_to_generator_parameters(batches):
     scene = generate(line.family, rng, params)
     assert matches(scene, line.conditions)
     assert not matches(scene, [Condition("family", "push")])
+
+
+def test_failed_scenes_are_replayed_by_priority(batches):
+    """Scene replay: the latest attempt failed, fewest successes and the longest wait first; given up after 3."""
+    round1, round2 = batches
+    drops = [d for d in round1 if d.family == "pick_place"]  # six failed pick_place scenes
+    passes = [d for d in round1 if d.family == "reach"]
+    history = [(1, d) for d in round1]
+    candidates = {c.scene_id: c for c in replay_candidates(history)}
+    assert len(candidates) == len(round1)
+    drop = candidates[drops[0].scene_id]
+    assert (drop.attempts, drop.failures, drop.last_round, drop.last_failed) == (1, 1, 1, True)
+    assert drop.failed_diagnosis_ids == (drops[0].diagnosis_id,)
+    assert not candidates[passes[0].scene_id].last_failed
+    planner = GenerationPlanner(GenerationConfig(scene_replay_share=0.25))
+    program = planner.plan(round2, budget=16, round_index=3, replay=list(candidates.values()))
+    replays = [a for a in program.allocations if replayed_scene(a)]
+    assert len(replays) == 4 and all(a.kind == "replay" and a.count == 1 for a in replays)
+    replayed = [replayed_scene(a) for a in replays]
+    failed_in_round1 = {d.scene_id for d in round1 if d.is_failure}
+    assert set(replayed) <= failed_in_round1  # only scenes whose latest attempt failed
+    assert all(a.cause_diagnosis_ids == list(candidates[replayed_scene(a)].failed_diagnosis_ids) for a in replays)
+    assert sum(a.count for a in program.allocations) == 16
+    # priority: a scene that also succeeded once (1 of 2 failed) comes after the ones that always failed, and
+    # one waiting since round 0 comes first
+    mixed = replay_candidates([*history, (0, _as_success(drops[0]))])
+    assert {c.scene_id: c for c in mixed}[drops[0].scene_id].attempts == 2
+    picked = [replayed_scene(a) for a in planner.plan(round2, 16, 3, replay=mixed).allocations if replayed_scene(a)]
+    assert drops[0].scene_id not in picked
+    stale = replay_candidates([(k, d) for k, d in history if d.scene_id != drops[5].scene_id] + [(0, drops[5])])
+    picked = [replayed_scene(a) for a in planner.plan(round2, 16, 3, replay=stale).allocations if replayed_scene(a)]
+    assert picked[0] == drops[5].scene_id
+    # ... a scene that passed at its latest attempt is not replayed, and three failures give up on it
+    fixed = replay_candidates([*history, (2, _as_success(drops[0]))])
+    assert drops[0].scene_id not in {replayed_scene(a) for a in planner.plan(round2, 16, 3, replay=fixed).allocations}
+    thrice = replay_candidates([*history, (2, drops[0]), (3, drops[0])])
+    assert drops[0].scene_id not in {replayed_scene(a) for a in planner.plan(round2, 16, 4, replay=thrice).allocations}
+    # without candidates (a run without memory) nothing is replayed and the share goes to the targeted scenes
+    plain = planner.plan(round2, budget=16, round_index=3)
+    assert not any(replayed_scene(a) for a in plain.allocations)
+    # the allocation picks out exactly its scene
+    scene = generate("pick_place", np.random.default_rng(1), SceneParams())
+    assert matches(scene, [Condition("family", "pick_place"), Condition("scene", scene.scene_id)])
+    assert not matches(scene, [Condition("scene", "another")])
+
+
+def _as_success(d):
+    import dataclasses
+
+    return dataclasses.replace(d, diagnosis_id=d.diagnosis_id + "-ok", failure_mode="success", failed_stage=-1,
+                               failed_stage_name="", failure_step=-1)

@@ -37,7 +37,7 @@ def _diagnosis(**overrides):
     fields = dict(diagnosis_id="d1", episode_ids=["e1"], scene_id="s1", family="stack", failure_mode="dropped",
                   failed_stage=2, failed_stage_name="lift", target_object="red_cube",
                   conditions=[Condition("position_region", "left_far")], text="Dropped the target", confidence=0.5,
-                  critic_backend="learned", critic_version="v3", stamp_sec=7, stamp_nanosec=9)
+                  critic_backend="learned", critic_version="v3", stamp_sec=7, stamp_nanosec=9, failure_step=12)
     fields.update(overrides)
     return Diagnosis(**fields)
 
@@ -62,6 +62,8 @@ def test_diagnosis_round_trips_through_dict_and_message():
     ({"failure_mode": "success"}, "failed_stage"),
     ({"conditions": [Condition("weather", "rain")]}, "condition keys"),
     ({"critic_backend": "oracle"}, "critic_backend"),
+    ({"failure_step": -2}, "failure_step"),
+    ({"failure_mode": "success", "failed_stage": -1, "failure_step": 3}, "failure_step"),
 ])
 def test_diagnosis_rejects_bad_fields(overrides, field):
     with pytest.raises(ValueError, match=field):
@@ -92,6 +94,26 @@ def test_grounded_labels_real_episodes(episodes):
             assert d.failed_stage_name == stage, (key, d.text)
     # Dropped in the air, before the place stage completed; misplaced after carrying.
     by_key = dict(zip(keys, diagnoses, strict=True))
+    # The failure step is when the failure began, on the episode's own trace.
+    for key, d in by_key.items():
+        steps = [s["step"] for s in episodes[key].samples]
+        assert d.failure_step == -1 if d.failure_mode == "success" else d.failure_step in steps, (key, d.failure_step)
+    for key in (("pick_place", "drop"), ("stack", "drop"), ("pick_place", "wrong_place")):
+        # the last sample the target was held: in the hand, close to the tool, before it was let go
+        ep, d = episodes[key], by_key[key]
+        at = next(s for s in ep.samples if s["step"] == d.failure_step)
+        target = next(o for o in at["objects"] if o["name"] == ep.scene.target_object)
+        tool = np.array([at["ee_position"][k] for k in "xyz"])
+        assert np.linalg.norm(tool - [target["pose"]["position"][k] for k in "xyz"]) < 0.05, key
+        assert 0 < d.failure_step < ep.steps
+    knocked = by_key[("stack", "sweep")]
+    ep = episodes[("stack", "sweep")]
+    before = [s for s in ep.samples if s["step"] < knocked.failure_step]
+    assert before and knocked.failure_step < ep.steps  # objects still in place before the sweep reached them
+    first = {o["name"]: o["pose"]["position"] for o in ep.samples[0]["objects"]}
+    for s in before:
+        for o in s["objects"]:
+            assert abs(o["pose"]["position"]["x"] - first[o["name"]]["x"]) < 0.011
     assert by_key[("pick_place", "drop")].failed_stage >= 1
     assert "lost it in the air" in by_key[("pick_place", "drop")].text
     assert "wrong object" in by_key[("reach", "wrong_object")].text.lower()

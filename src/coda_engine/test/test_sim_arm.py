@@ -103,3 +103,23 @@ def test_batch_of_envs_steps_together():
     assert obs.shape == (3, OBS_DIM) and info["stage"].shape == (3,)
     assert isinstance(batch, gym.vector.VectorEnv)
     batch.close()
+
+
+@pytest.mark.parametrize(("family", "stage"), [("pick_place", 2), ("pick_place", 3), ("push", 1)])
+def test_env_can_start_where_the_expert_enters_a_stage(family, stage):
+    """``start_stage``: the scripted expert drives to the stage; its steps count toward the step limit."""
+    env = CodaSimEnv(family)
+    default = stages.compile_program(FAMILIES[family].program, LAYOUT)
+    obs, info = env.reset(seed=5, options={"start_stage": stage})
+    _, reached = default.evaluate(obs, 0)
+    assert reached >= stage and not info["success"]
+    used = env._steps
+    assert 0 < used <= FAMILIES[family].max_steps // 2
+    truncated = False
+    for _ in range(FAMILIES[family].max_steps - used):  # the episode has the rest of the limit, no more
+        _, _, terminated, truncated, _ = env.step(np.zeros(4, np.float32))
+        assert not terminated
+    assert truncated
+    fresh, _ = env.reset(seed=5)
+    assert env._steps == 0 and default.evaluate(fresh, 0)[1] == 0
+    env.close()

@@ -3,18 +3,23 @@
 """Settings of a co-evolution run (:class:`LoopConfig`) and the methods it can run.
 
 A *method* decides how a round's generation budget is spent and how the policy is trained; the
-paper's table compares them at the same budget:
+paper's table compares them at the same budget. :data:`METHOD_SPECS` is the one table of what each
+method turns on (the loop reads it through ``LoopConfig.spec``, never by comparing method names):
 
-========================  ==========================================  ==============  ========
-method                    generation                                  RL reward       memory
-========================  ==========================================  ==============  ========
-``sft``                   none: the round-0 SFT policy only           -               -
-``open_loop``             fixed randomisation (families evenly)       sparse          no
-``closed_loop``           families weighted by failure rate           sparse          no
-``coda_no_potential``     critic diagnoses -> generation program      sparse          yes
-``coda_no_memory``        critic diagnoses, no history / retrieval    staged          no
-``coda``                  critic diagnoses + memory history           staged          yes
-========================  ==========================================  ==============  ========
+========================  ==========================================  ==========  ==========  ========
+method                    generation                                  corrective  RL reward   memory
+========================  ==========================================  ==========  ==========  ========
+``sft``                   none: the round-0 SFT policy only           -           -           -
+``open_loop``             fixed randomisation (families evenly)       no          sparse      no
+``closed_loop``           families / conditions by failure rate       no          sparse      no
+``coda_no_potential``     critic diagnoses -> generation program      yes         sparse      yes
+``coda_no_memory``        critic diagnoses, no history / retrieval    yes         staged      no
+``coda``                  critic diagnoses + memory history           yes         staged      yes
+========================  ==========================================  ==========  ==========  ========
+
+*Corrective*: every generated scene gives one demonstration, as in every method; where the policy failed
+the scene and the critic named the failed stage, the state-based expert takes over from the policy at that
+stage (``coda_policy.corrective``) instead of demonstrating the scene from its start.
 
 Pure module: no rclpy.
 """
@@ -32,7 +37,47 @@ FAMILIES = ("reach", "pick_place", "push", "stack")
 SPLITS = ("id", "position", "instruction", "object", "distractor")
 OOD_SPLITS = SPLITS[1:]
 CRITICS = ("grounded+learned", "grounded", "learned")
-METHODS = ("sft", "open_loop", "closed_loop", "coda_no_potential", "coda_no_memory", "coda")
+GENERATION_KINDS = ("none", "uniform", "failure_rate", "diagnoses")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """What a method turns on (one row of the table in the module docstring)."""
+
+    generation: str
+    """How scenes are chosen: ``none`` (no rounds), ``uniform`` (the broad training distribution, families
+    evenly), ``failure_rate`` (the planner on last round's success flags: families and scene conditions with the
+    highest failure rates, no critic), ``diagnoses`` (the critic's generation program)."""
+    critic: bool
+    """The critic diagnoses every round's episodes."""
+    corrective: bool
+    """Failed scenes are demonstrated by the expert taking over at the diagnosed failed stage."""
+    potentials: bool
+    """RL is shaped by the Text2potential staged potentials (else the sparse success reward)."""
+    memory: bool
+    """Planning reads the history of earlier rounds from memory."""
+    focus_share: float = 0.0
+    """Share of every behaviour-cloning batch drawn from the round's own demonstrations (0: uniform over all)."""
+
+    def __post_init__(self) -> None:
+        """Check that the switches fit together."""
+        if self.generation not in GENERATION_KINDS:
+            raise ValueError(f"MethodSpec.generation={self.generation!r} must be one of {GENERATION_KINDS}")
+        if (self.generation == "diagnoses" or self.corrective or self.potentials) and not self.critic:
+            raise ValueError("MethodSpec: diagnosis-driven generation, corrective demonstrations and potentials "
+                             "need the critic")
+
+
+METHOD_SPECS: dict[str, MethodSpec] = {
+    "sft": MethodSpec("none", critic=False, corrective=False, potentials=False, memory=False),
+    "open_loop": MethodSpec("uniform", critic=False, corrective=False, potentials=False, memory=False),
+    "closed_loop": MethodSpec("failure_rate", critic=False, corrective=False, potentials=False, memory=False),
+    "coda_no_potential": MethodSpec("diagnoses", critic=True, corrective=True, potentials=False, memory=True),
+    "coda_no_memory": MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=False),
+    "coda": MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=True),
+}
+"""Every method of ``coda experiment`` and what it turns on."""
+METHODS = tuple(METHOD_SPECS)
 
 
 @dataclass
@@ -85,10 +130,23 @@ class LoopConfig:
     measured tables."""
     bc_gate_tolerance: float = 0.1
     """How far below its parent (mean success over families) a BC update may score and still be kept."""
+    corrective: bool | None = None
+    """Corrective demonstrations for the scenes the policy failed (the expert takes over at the diagnosed failed
+    stage); None: the method's default (``METHOD_SPECS``). Needs a method with the critic."""
+    focus_share: float | None = None
+    """Share of every behaviour-cloning batch drawn from the round's own demonstrations; None: the method's
+    default (``METHOD_SPECS``)."""
+    corrective_margin: int = 2
+    """Control steps before the entry of the failed stage at which the expert takes over."""
+    corrective_relabel: int = 2
+    """Policy steps before the takeover that a corrective demonstration also keeps, labelled by the expert."""
     max_new_demos: int = 0
     """Most new expert demonstrations per round (0: one per generated scene)."""
     rl_env_steps: int = 1024
     """PPO environment steps per round on the family with the most diagnosed failures (0: no RL)."""
+    rl_stage_share: float = 0.5
+    """Methods with the critic: share of PPO's episodes that start where the scripted expert enters the stage the
+    RL family fails in most often (the diagnosed stage), so PPO practises it (0: every episode from the start)."""
     rl_eval_episodes: int = 12
     """Episodes of the RL gate: the RL result replaces the policy only if it does better than the policy it started
     from on the same new scenes of its family (0: always kept)."""
@@ -98,6 +156,9 @@ class LoopConfig:
     final_eval_per_family: int = 20
     """Entries per family and split evaluated after round 0 and after the last round, the run's before / after
     figures (0: every entry of the shipped suites, 25 per family and split)."""
+    validation: bool = False
+    """Also score every evaluated version on the validation suites (``coda_policy/suites/validation/``, the same
+    entries per family as the test suites), the data designs and hyperparameters are chosen on."""
     eval_splits: tuple[str, ...] = SPLITS
     """Held-out splits evaluated."""
     critic: str = "grounded+learned"
@@ -146,6 +207,15 @@ class LoopConfig:
             errors.append(f"bc_gate_tolerance={self.bc_gate_tolerance} must be in [0, 1]")
         if not 0.0 < self.finetune_lr < 1.0:
             errors.append(f"finetune_lr={self.finetune_lr} must be in (0, 1)")
+        if self.method in METHOD_SPECS and self.corrective and not METHOD_SPECS[self.method].critic:
+            errors.append(f"corrective=True needs a method with the critic, not {self.method!r}")
+        if not 0.0 <= self.rl_stage_share <= 1.0:
+            errors.append(f"rl_stage_share={self.rl_stage_share} must be in [0, 1]")
+        if self.focus_share is not None and not 0.0 <= self.focus_share < 1.0:
+            errors.append(f"focus_share={self.focus_share} must be in [0, 1)")
+        if self.corrective_margin < 0 or self.corrective_relabel < 0:
+            errors.append(f"corrective_margin={self.corrective_margin} and corrective_relabel="
+                          f"{self.corrective_relabel} must be >= 0")
         if self.base_demos_per_family < 2:
             errors.append(f"base_demos_per_family={self.base_demos_per_family} must be >= 2 (one is held out)")
         bad = [f for f in self.families if f not in FAMILIES]
@@ -175,19 +245,29 @@ class LoopConfig:
                            num_distractors=self.num_distractors, referring=self.referring)
 
     @property
+    def spec(self) -> MethodSpec:
+        """What the method turns on, with this config's overrides (``corrective``)."""
+        spec = METHOD_SPECS[self.method]
+        if self.corrective is not None:
+            spec = dataclasses.replace(spec, corrective=self.corrective)
+        if self.focus_share is not None:
+            spec = dataclasses.replace(spec, focus_share=self.focus_share)
+        return spec
+
+    @property
     def uses_critic(self) -> bool:
         """Generation is steered by diagnoses."""
-        return self.method in ("coda", "coda_no_potential", "coda_no_memory")
+        return self.spec.generation == "diagnoses"
 
     @property
     def uses_potentials(self) -> bool:
         """RL uses the staged potentials of Text2potential (else the sparse success reward)."""
-        return self.method in ("coda", "coda_no_memory")
+        return self.spec.potentials
 
     @property
     def uses_memory(self) -> bool:
         """Planning reads the history of earlier rounds from memory."""
-        return self.method in ("coda", "coda_no_potential")
+        return self.spec.memory
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
@@ -249,7 +329,14 @@ PRESETS: dict[str, Preset] = {
                                                 "finetune_steps": 2000, "rl_env_steps": 8192,
                                                 "eval_per_family": 8, "final_eval_per_family": 0,
                                                 "probe_per_family": 4}),
+    "bench": Preset(rounds=8, budget=64, loop={"base_sft_steps": 6000, "base_demos_per_family": 100,
+                                               "finetune_steps": 2000, "rl_env_steps": 8192,
+                                               "eval_per_family": 4, "final_eval_per_family": 0,
+                                               "probe_per_family": 4, "validation": True, "critic": "grounded"}),
 }
-"""``small`` fits the experiment in well under an hour on 2 cores; ``paper`` is the 15-round protocol
+"""``small`` fits the experiment in well under an hour on 2 cores; ``bench`` is the paired protocol of the
+method comparison (8 rounds; round 0 and the last round scored on all 25 entries per family and split of the
+test suites, 400 OOD episodes, and of the validation suites; the grounded critic alone, since the learned
+critic's fine-tuning changes no decision of the loop); ``paper`` is the 15-round protocol
 (rounds in between are evaluated on 8 scenes per family and split to follow progress; round 0 and the last
 round on all 25)."""

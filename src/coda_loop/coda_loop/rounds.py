@@ -4,7 +4,7 @@
 
 :class:`CoevolutionLoop` drives one run folder ``runs/<id>/``:
 
-``config.json``           the :class:`~coda_engine.loop.config.LoopConfig`
+``config.json``           the :class:`~coda_loop.config.LoopConfig`
 ``memory.db`` + blobs/    the shared memory (every record below, and which steps finished)
 ``checkpoints/<version>`` policy versions (``r000-sft``, ``r001-bc``, ``r001-rl`` ...)
 ``demos/*.npz``           demonstrations: the round-0 set and one file per round
@@ -13,23 +13,29 @@ Round 0 trains the SFT policy on expert demonstrations, then runs it on ``budget
 broad training distribution (the same scenes for every method), diagnoses them and plans round 1.
 Round r >= 1:
 
-1. **generate**: ``budget`` scenes as the method decides (see :mod:`coda_engine.loop.config`); for
+1. **generate**: ``budget`` scenes as the method decides (see :mod:`coda_loop.config`); for
    CoDA the generation program the critic's diagnoses produced in round r - 1, each allocation drawn
-   until the scene meets its conditions; plus the fixed probe scenes.
+   until the scene meets its conditions (or, for a scene replay, the stored scene played again); plus the
+   fixed probe scenes.
 2. **episodes**: the current policy on all of them, on local worker processes and ROS workers.
 3. **diagnose**: the critic turns every episode into a diagnosis (methods with a critic).
 4. **programs**: the training program (Text2potential staged potentials of the most frequent failure
-   per family) and the generation program of round r + 1 (with the memory's history of earlier
-   diagnoses, so fixed conditions are replayed, unless the method runs without memory).
-5. **train**: the expert demonstrates the generated scenes; behaviour cloning continues on every
-   demonstration so far (with ``bc_gate_episodes``, kept only if it scores no more than ``bc_gate_tolerance``
-   below the policy it started from on new scenes); then PPO on the family with the most failures, shaped by
-   its potential (sparse reward without Text2potential), kept only if it does better than before on new scenes.
-6. **evaluate**: held-out suites of every split; success per split and family goes to memory.
+   per family) and the generation program of round r + 1 (with memory: earlier diagnoses, so fixed
+   conditions are replayed, and every scene's record, so failed scenes are played again by priority).
+5. **train**: one demonstration per generated scene: by the expert from the scene's start, or, with
+   corrective demonstrations, for a scene the policy failed, by the state-based expert taking over where the
+   critic says the failure began (:mod:`coda_policy.corrective`); behaviour cloning continues on every
+   demonstration so far (``focus_share`` of each batch from this round's; with ``bc_gate_episodes``, kept only
+   if it scores no more than ``bc_gate_tolerance`` below the policy it started from on new scenes); then PPO on
+   the family with the most failures, shaped by its potential (sparse reward without Text2potential), with
+   ``rl_stage_share`` of its episodes starting at the diagnosed stage (methods with the critic), kept only if
+   it does better than before on new scenes.
+6. **evaluate**: held-out suites of every split (and the validation suites with ``validation``); success
+   per split and family goes to memory, and every episode's outcome to the step's outputs (paired comparisons).
 
 Every step's outputs are written to memory when the step finishes; files a step writes are complete
 before that (atomic replace), so a run killed at any moment resumes at the first unfinished step.
-Pure module: no rclpy (ROS workers come in through :class:`~coda_engine.loop.workers.EpisodeRunner`).
+Pure module: no rclpy (ROS workers come in through :class:`~coda_loop.workers.EpisodeRunner`).
 """
 
 from __future__ import annotations
@@ -207,6 +213,9 @@ class CoevolutionLoop:
             if done is not None:
                 row = {"round": r, "version": done["version"], "per_split": done["per_split"], "ood": done["ood"],
                        "episodes_per_family": done.get("episodes_per_family")}
+                if "validation" in done:
+                    row["validation"] = {"per_split": done["validation"]["per_split"],
+                                         "ood": done["validation"]["ood"]}
                 learned = (self.store.finished_step(r, "diagnose") or {}).get("learned")
                 if learned:
                     row["learned_critic"] = {"version": learned["version"], "agreement": learned["agreement"]}
@@ -304,9 +313,12 @@ class CoevolutionLoop:
             cfg.families), "seconds": round(seconds, 1)}
 
     def _generation_program(self, r: int) -> dict[str, Any]:
-        """Return the program of round ``r``: a stored CoDA program, or one the baseline decides now."""
-        from coda_critic.diagnosis import Condition
-        from coda_critic.generation import KIND_TARGETED, BudgetAllocation, GenerationPlanner, split_counts
+        """Return the program of round ``r``: a stored CoDA program, or one the baseline decides now.
+
+        The closed loop plans like CoDA's planner from the last round's outcomes (success flags and scene
+        conditions, no critic, no memory): its targeted scenes follow the families and conditions that failed most.
+        """
+        from coda_critic.generation import GenerationPlanner, Outcome
 
         cfg = self.config
         planner = GenerationPlanner(families=cfg.families)
@@ -316,15 +328,13 @@ class CoevolutionLoop:
             if record is None:
                 raise RuntimeError(f"generation program {program_id} is not in memory")
             return record.payload
-        if r > 0 and cfg.method == "closed_loop":
-            rates = self.output(r - 1, "programs")["failure_rate"]
-            weights = [rates.get(f, 0.0) + 0.05 for f in cfg.families]
-            allocations = [BudgetAllocation(KIND_TARGETED, f, [Condition("family", f)], n, [],
-                                            f"closed loop: {f} failed {rates.get(f, 0.0):.0%} of last round's episodes")
-                           for f, n in zip(cfg.families, split_counts(cfg.budget, weights), strict=True) if n > 0]
-            from coda_critic.generation import GenerationProgram
-
-            program = GenerationProgram(f"gp-r{r:03d}-closed-loop", r, cfg.budget, 0.0, 0.0, allocations)
+        if r > 0 and cfg.spec.generation == "failure_rate":
+            outcomes = []
+            for episode_id in self.output(r - 1, "episodes")["episode_ids"]:
+                result = self.store.get("episode", episode_id).payload  # type: ignore[union-attr]
+                scene = self._scenes([result["scene_id"]])[0]
+                outcomes.append(Outcome.of(episode_id, scene, bool(result["success"])))
+            program = planner.plan(outcomes, cfg.budget, r)
         else:  # round 0 of every method, and open loop: the broad training distribution, families evenly
             program = planner.plan([], cfg.budget, r)
         data = program.to_dict()
@@ -332,15 +342,22 @@ class CoevolutionLoop:
         return data
 
     def _step_generate(self, r: int) -> dict[str, Any]:
-        from coda_critic.generation import BudgetAllocation, matches, scene_params
+        from coda_critic.generation import BudgetAllocation, matches, replayed_scene, scene_params
         from coda_engine.sim.generator import generate
 
         cfg = self.config
         program = self._generation_program(r)
         rng = self._rng(r, 1)
-        scene_ids, unmet, families = [], 0, Counter()
+        scene_ids, unmet, families, replayed = [], 0, Counter(), 0
         for line in program["allocations"]:
             allocation = BudgetAllocation.from_dict(line)
+            again = replayed_scene(allocation)
+            if again:  # the stored scene, played again
+                self._scenes([again])
+                scene_ids.append(again)
+                families[allocation.family] += 1
+                replayed += 1
+                continue
             params = scene_params(allocation, cfg.scene_params())
             for _ in range(allocation.count):
                 scene = generate(allocation.family, rng, params)
@@ -358,7 +375,7 @@ class CoevolutionLoop:
                 scene = generate(family, self._rng(10_000, f, k), SceneParams(split="id"))
                 probe_ids.append(self.store.put_scene(r, scene.to_dict(), origin="probe").record_id)
         return {"program_id": program["program_id"], "scene_ids": scene_ids, "probe_ids": probe_ids, "unmet": unmet,
-                "families": dict(families)}
+                "families": dict(families), "replayed_scenes": replayed}
 
     def _step_episodes(self, r: int) -> dict[str, Any]:
         gen = self.output(r, "generate")
@@ -580,7 +597,7 @@ class CoevolutionLoop:
         return out
 
     def _step_programs(self, r: int) -> dict[str, Any]:
-        from coda_critic.generation import GenerationPlanner
+        from coda_critic.generation import GenerationPlanner, replay_candidates
         from coda_critic.text2potential import training_plan
 
         cfg = self.config
@@ -591,11 +608,18 @@ class CoevolutionLoop:
             out["rl_family"] = max(sorted(failure_rate), key=lambda f: failure_rate[f]) if failure_rate else ""
             return out
         diagnoses = self._diagnoses(r)
-        history = []
-        if cfg.uses_memory:
+        history: list[Any] = []
+        replay: list[Any] = []
+        if cfg.uses_memory:  # earlier rounds' diagnoses (condition replay) and every generated scene's record
+            played = [(r, d) for d in diagnoses]
             for k in range(r):
-                history += self._diagnoses(k)
-        program = GenerationPlanner(families=cfg.families).plan(diagnoses, cfg.budget, r + 1, history=history)
+                earlier = self._diagnoses(k)
+                history += earlier
+                played += [(k, d) for d in earlier]
+            probes = {sid for k in range(r + 1) for sid in self.output(k, "generate")["probe_ids"]}
+            replay = replay_candidates([(k, d) for k, d in played if d.scene_id not in probes])
+        program = GenerationPlanner(families=cfg.families).plan(diagnoses, cfg.budget, r + 1, history=history,
+                                                                replay=replay)
         causes = sorted({i for a in program.allocations for i in a.cause_diagnosis_ids})
         self.store.put_program(r, "generation_program", program.to_dict(), record_id=program.program_id,
                                diagnosis_ids=causes)
@@ -608,9 +632,13 @@ class CoevolutionLoop:
                                    diagnosis_ids=[spec.source_diagnosis_id] if spec.source_diagnosis_id else [])
             potentials[spec.family] = spec.program_id
         failures = Counter(d.family for d in diagnoses if d.is_failure)
+        rl_family = failures.most_common(1)[0][0] if failures else ""
+        # RL practises the stage this family fails in most often (ties: the earlier stage)
+        stages = Counter(d.failed_stage for d in diagnoses if d.is_failure and d.family == rl_family)
         out.update({"generation_program_id": program.program_id, "training_program_id": plan.program_id,
                     "potentials": potentials, "rejects": len(plan.rejects),
-                    "rl_family": failures.most_common(1)[0][0] if failures else "",
+                    "rl_stage": min(stages, key=lambda k: (-stages[k], k)) if stages else 0,
+                    "rl_family": rl_family,
                     "allocations": [(a.kind, a.family, [f"{c.key}={c.value}" for c in a.conditions[1:]], a.count)
                                     for a in program.allocations]})
         return out
@@ -633,9 +661,12 @@ class CoevolutionLoop:
         if cfg.max_new_demos:
             scenes = scenes[:cfg.max_new_demos]
         demo_file = self.demo_dir / f"r{r:03d}.npz"
+        corrective_file = self.demo_dir / f"r{r:03d}.corrective.json"
         if not demo_file.is_file():
-            demos = self._local_episodes(scenes, "expert", f"r{r:03d}-demo")
+            demos, corrective = self._demonstrations(r, scenes, parent)
             new = from_episodes(demos, cfg.families, self.embedder, net.cfg.max_delta)
+            if corrective is not None:
+                _atomic_json(corrective_file, corrective)
             if new is not None:
                 tmp = self.demo_dir / f"r{r:03d}.tmp.npz"
                 new.save(tmp)
@@ -652,15 +683,24 @@ class CoevolutionLoop:
         folder = self.ckpt_root / version
         log = MetricsLog(folder / "metrics.jsonl")
         bc_loss = None
+        focus = None
+        if new_demos and cfg.spec.focus_share:  # the latest round's demonstrations: the last episodes of the set
+            first_new = sum(s.num_episodes for s in sets[:-1])
+            focus = torch.from_numpy(np.flatnonzero(train_set.episode >= first_new))
         if cfg.finetune_steps:
             _, bc_loss = fit_bc(policy, train_set.tensors(), val_set.tensors(), cfg.finetune_steps, cfg.finetune_lr,
                                 sft, log, torch.Generator().manual_seed(cfg.seed * 1000 + r), f"round {r} bc",
-                                warmup_steps=cfg.finetune_warmup)
+                                warmup_steps=cfg.finetune_warmup, focus=focus,
+                                focus_share=cfg.spec.focus_share if focus is not None else 0.0)
         log.close()
         policy.net.eval()
         save_checkpoint(folder, policy.net, version, {"trainer": "loop-bc", "round": r, "parent": parent})
         out: dict[str, Any] = {"bc_version": version, "version": version, "new_demos": new_demos,
-                               "demo_episodes": sum(s.num_episodes for s in sets), "bc_val_loss": bc_loss}
+                               "demo_episodes": sum(s.num_episodes for s in sets), "bc_val_loss": bc_loss,
+                               "new_demo_steps": len(focus) if focus is not None else None,
+                               "focus_share": cfg.spec.focus_share if focus is not None else 0.0}
+        if corrective_file.is_file():
+            out["corrective"] = json.loads(corrective_file.read_text())
         if cfg.bc_gate_episodes and cfg.finetune_steps:
             out["bc_gate"] = gate = self._bc_gate(r, parent, version)
             if not gate["kept"]:
@@ -677,6 +717,69 @@ class CoevolutionLoop:
                 out["version"] = rl["version"]
         out["seconds"] = round(time.time() - start, 1)
         return out
+
+    def _demonstrations(self, r: int, scenes: list[Scene], version: str) -> tuple[list[Any], dict[str, Any] | None]:
+        """Return one demonstration per scene (episodes with observations and actions) and corrective statistics.
+
+        Without corrective demonstrations every scene is demonstrated by the expert from its start. With them, a
+        scene the policy ``version`` failed, with a diagnosed failed stage, is demonstrated by the state-based
+        expert taking over from the policy at that stage; where it does not finish the task, the expert
+        demonstrates the scene from its start instead (one demonstration per scene either way).
+        """
+        cfg = self.config
+        if not cfg.spec.corrective:
+            return self._local_episodes(scenes, "expert", f"r{r:03d}-demo"), None
+        takeovers = self._takeovers(r)
+        jobs = [(i, s, takeovers[s.scene_id]) for i, s in enumerate(scenes) if s.scene_id in takeovers]
+        results = self._corrective_episodes([(s, t) for _, s, t in jobs], version)
+        demos: dict[int, Any] = {}
+        modes: Counter[str] = Counter()
+        for (i, _, (_, mode)), result in zip(jobs, results, strict=True):
+            modes[f"{mode}:{'recovered' if result.success else 'not_recovered'}"] += 1
+            if result.success and len(result.actions):
+                demos[i] = result
+        rest = [i for i in range(len(scenes)) if i not in demos]
+        for i, ep in zip(rest, self._local_episodes([scenes[i] for i in rest], "expert", f"r{r:03d}-demo"),
+                         strict=True):
+            demos[i] = ep
+        recovered = [d for d in demos.values() if hasattr(d, "takeover")]
+        stats = {"failed_scenes": len(jobs), "recovered": len(recovered),
+                 "expert_from_start": len(rest), "by_mode": dict(sorted(modes.items())),
+                 "takeover_steps": [int(d.takeover) for d in recovered],
+                 "corrective_steps": int(sum(len(d.actions) for d in recovered)),
+                 "margin": cfg.corrective_margin, "relabel": cfg.corrective_relabel}
+        return [demos[i] for i in range(len(scenes))], stats
+
+    def _takeovers(self, r: int) -> dict[str, tuple[int, str]]:
+        """Return scene id -> (takeover step, failure mode) of every failed simulated episode of round ``r``.
+
+        The takeover is where its failure began when the critic could tell, else where it entered the failed stage.
+        """
+        from coda_policy.corrective import takeover_step
+
+        out: dict[str, tuple[int, str]] = {}
+        for d in self._diagnoses(r):
+            if not d.is_failure or d.failed_stage < 0 or d.scene_id in out:
+                continue
+            record = self.store.get("episode", d.episode_ids[0])
+            if record is None or record.payload.get("source", 0) == SOURCE_REAL:
+                continue
+            samples = record.payload.get("samples") or []
+            step = takeover_step([int(x["step"]) for x in samples], [int(x["stage"]) for x in samples],
+                                 d.failed_stage, self.config.corrective_margin, d.failure_step)
+            out[d.scene_id] = (step, d.failure_mode)
+        return out
+
+    def _corrective_episodes(self, jobs: list[tuple[Scene, tuple[int, str]]], version: str) -> list[Any]:
+        """Run the corrective demonstrations (scene, (takeover, mode)) on the local workers."""
+        from coda_loop.workers import run_corrective_local
+
+        relabel = self.config.corrective_relabel
+        if self.config.workers == 0:
+            return [run_corrective_local(s, version, str(self.ckpt_root), t, relabel) for s, (t, _) in jobs]
+        futures = [self.runner.pool.submit(run_corrective_local, s, version, str(self.ckpt_root), t,  # type: ignore[union-attr]
+                                           relabel) for s, (t, _) in jobs]
+        return [f.result() for f in futures]
 
     def _bc_gate(self, r: int, parent: str, version: str) -> dict[str, Any]:
         """Score the round's BC update and the policy it started from on the same new ``id`` scenes, per family."""
@@ -708,7 +811,9 @@ class CoevolutionLoop:
         version = f"r{r:03d}-rl"
         n_envs, n_steps = 8, 32
         rollouts = max(1, -(-cfg.rl_env_steps // (n_envs * n_steps)))
+        stage = int(self.output(r, "programs").get("rl_stage", 0)) if cfg.rl_stage_share > 0 else 0
         rl_cfg = RLConfig(family=family, program=program, shaping=cfg.uses_potentials, n_envs=n_envs, n_steps=n_steps,
+                          start_stage=stage, start_stage_share=cfg.rl_stage_share,
                           total_env_steps=cfg.rl_env_steps, init_from=str(init_from),
                           value_warmup_rollouts=max(1, rollouts // 4), eval_episodes=cfg.rl_eval_episodes,
                           seed=cfg.seed * 1000 + r, output_dir=self.ckpt_root, version_id=version,
@@ -723,37 +828,31 @@ class CoevolutionLoop:
                                                    "env_steps": result.env_steps, "success_before": before,
                                                    "success_after": after})
         return {"version": version, "family": family, "shaped": bool(program) or cfg.uses_potentials,
+                "start_stage": stage,
                 "program": program.splitlines()[0] if program else "", "success_before": before,
                 "success_after": after, "kept": kept, "seconds": round(result.seconds, 1)}
 
     def _step_evaluate(self, r: int) -> dict[str, Any]:
-        from coda_policy.evaluation import evaluate_suites
-        from coda_policy.suite import default_suites
-
         cfg = self.config
         version = str(self.output(r, "train")["version"])
         per_family = cfg.final_eval_per_family if r in (0, cfg.rounds) else cfg.eval_per_family
-        suites = [dataclasses.replace(suite, entries=[e for e in suite.entries if e["family"] in cfg.families])
-                  for suite in default_suites(cfg.eval_splits).values()]
-        episodes = {s.split: len(s.select(per_family)) // max(len({e["family"] for e in s.entries}), 1)
-                    for s in suites}  # per family
         done = None
         if r == 0 and cfg.base_from:  # the same policy on the same suites: reuse the base run's scores
             from coda_loop.memory import MemoryStore
 
             with MemoryStore(Path(cfg.base_from) / "memory.db") as base:
                 done = base.finished_step(0, "evaluate")
-            if done is not None and done.get("episodes_per_family") == episodes:
+            wanted = self._suites("test", per_family)[1]
+            if done is not None and done.get("episodes_per_family") == wanted and "outcomes" in done and (
+                    not cfg.validation or "validation" in done):
                 done = {**done, "reused_from": cfg.base_from}
             else:
                 done = None
         if done is None:
-            result = evaluate_suites(self.ckpt_root / version, suites, per_family=per_family,
-                                     workers=max(cfg.workers, 1), embedder=self.embedder)
-            per_split = {s: float(v) for s, v in result.per_split.items()}
-            ood = [per_split[s] for s in OOD_SPLITS if s in per_split]
-            done = {"version": version, "rates": result.rates, "per_split": per_split,
-                    "ood": float(np.mean(ood)) if ood else float("nan"), "episodes_per_family": episodes}
+            done = {"version": version, **self._score(version, "test", per_family)}
+            if cfg.validation:
+                done["validation"] = self._score(version, "validation", per_family)
+        episodes = done["episodes_per_family"]
         folder = self.ckpt_root / version
         if folder.is_dir():  # what the sim-first gate of real arms reads
             _atomic_json(folder / "evaluation.json", {"version": version, "round": r, "per_split": done["per_split"],
@@ -763,3 +862,33 @@ class CoevolutionLoop:
                 self.store.put_progress(r, family=family, split=split, success=float(rate),
                                         episodes=episodes[split], policy_version=version)
         return done
+
+    def _suites(self, kind: str, per_family: int) -> tuple[list[Any], dict[str, int]]:
+        """Return the suites of ``kind`` restricted to the run's families, and the episodes per family and split."""
+        from coda_policy.suite import default_suites
+
+        cfg = self.config
+        suites = [dataclasses.replace(suite, entries=[e for e in suite.entries if e["family"] in cfg.families])
+                  for suite in default_suites(cfg.eval_splits, kind).values()]
+        episodes = {s.split: len(s.select(per_family)) // max(len({e["family"] for e in s.entries}), 1)
+                    for s in suites}
+        return suites, episodes
+
+    def _score(self, version: str, kind: str, per_family: int) -> dict[str, Any]:
+        """Return the success of ``version`` on the suites of ``kind``.
+
+        Per split and family, the OOD mean, and every episode's outcome by split and scene id (what paired
+        comparisons between methods resample).
+        """
+        from coda_policy.evaluation import evaluate_suites
+
+        cfg = self.config
+        suites, episodes = self._suites(kind, per_family)
+        result = evaluate_suites(self.ckpt_root / version, suites, per_family=per_family,
+                                 workers=max(cfg.workers, 1), embedder=self.embedder)
+        per_split = {s: float(v) for s, v in result.per_split.items()}
+        ood = [per_split[s] for s in OOD_SPLITS if s in per_split]
+        return {"rates": result.rates, "per_split": per_split, "ood": float(np.mean(ood)) if ood else float("nan"),
+                "episodes_per_family": episodes,
+                "outcomes": {split: {row["scene_id"]: int(row["success"]) for row in result.episodes
+                                     if row["split"] == split} for split in per_split}}

@@ -62,6 +62,19 @@ def run_local(scene: Scene, version: str, checkpoint_root: str, episode_id: str,
                                                           sample_every=2))
 
 
+def run_corrective_local(scene: Scene, version: str, checkpoint_root: str, takeover: int, relabel: int) -> Any:
+    """Run one corrective demonstration in this process (``coda_policy.corrective.run_corrective``)."""
+    global _ARM
+    from coda_engine.policies import resolve
+    from coda_engine.sim.arm import SimArm
+    from coda_policy.corrective import run_corrective
+
+    if _ARM is None:
+        _ARM = SimArm()
+    act = resolve(version, scene, Path(checkpoint_root))
+    return run_corrective(_ARM, scene, act, takeover, relabel)
+
+
 class EpisodeRunner:
     """Runs batches of episodes on local processes, remote ``sim_bridge`` workers and real arms (module docstring)."""
 

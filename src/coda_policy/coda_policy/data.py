@@ -125,17 +125,21 @@ def collect(families: tuple[str, ...], episodes: int, rng: np.random.Generator, 
 def from_episodes(episodes: list[Any], families: tuple[str, ...], embedder: object, max_delta: float) -> DemoSet | None:
     """Return the successful episodes among ``episodes`` as demonstrations of ``families``.
 
-    ``episodes`` are ``RecordedEpisode`` objects with observations and actions kept; episodes of other families
-    are skipped. None if no episode qualifies.
+    ``episodes`` have ``scene``, ``success``, ``observations`` and ``actions`` (metres): ``RecordedEpisode``
+    objects with observations kept (one more observation than actions: the last is dropped) or corrective
+    demonstrations (``coda_policy.corrective.CorrectiveEpisode``: one observation per action); episodes of other
+    families are skipped. None if no episode qualifies.
     """
     obs, acts, eps, fams, instructions = [], [], [], [], []
     for ep in episodes:
-        if not ep.success or ep.steps < 1 or ep.scene.family not in families or ep.observations is None:
+        if not ep.success or ep.observations is None or ep.actions is None or len(ep.actions) < 1 \
+                or ep.scene.family not in families:
             continue
-        obs.append(np.asarray(ep.observations[:-1], dtype=np.float32))
+        steps = len(ep.actions)
+        obs.append(np.asarray(ep.observations[:steps], dtype=np.float32))
         acts.append(action_targets(np.asarray(ep.actions, dtype=np.float32), max_delta))
-        eps.append(np.full(ep.steps, len(instructions), dtype=np.int64))
-        fams.append(np.full(ep.steps, families.index(ep.scene.family), dtype=np.int64))
+        eps.append(np.full(steps, len(instructions), dtype=np.int64))
+        fams.append(np.full(steps, families.index(ep.scene.family), dtype=np.int64))
         instructions.append(str(ep.scene.instruction))
     if not instructions:
         return None

@@ -85,6 +85,12 @@ class RLConfig:
     """Shape rewards with the program's potential; False trains on the sparse success reward alone."""
     split: str = "id"
     """Engine split the scenes are generated from."""
+    start_stage: int = 0
+    """Stage of the program at which ``start_stage_share`` of the episodes start: the family's scripted expert
+    drives there from the scene's start (its steps count toward the step limit), so PPO practises that stage
+    (e.g. the one a critic diagnosed as failing); 0 starts every episode at the scene's start."""
+    start_stage_share: float = 0.5
+    """Share of the episodes that start at ``start_stage`` (the others start at the scene's start)."""
     n_envs: int = 8
     """Simulated arms stepped together."""
     n_steps: int = 64
@@ -192,6 +198,9 @@ class RLConfig:
                 errors.append(f"RLConfig.{name}={getattr(self, name)} must be in (0, 1]")
         if not 0.0 < self.lr < 1.0:
             errors.append(f"RLConfig.lr={self.lr} must be in (0, 1)")
+        if self.start_stage < 0 or not 0.0 <= self.start_stage_share <= 1.0:
+            errors.append(f"RLConfig.start_stage={self.start_stage} must be >= 0 and start_stage_share="
+                          f"{self.start_stage_share} in [0, 1]")
         if not 0.0 < self.clip_range < 1.0:
             errors.append(f"RLConfig.clip_range={self.clip_range} must be in (0, 1)")
         if not 0.0 < self.actor_lr_scale <= 1.0:
@@ -258,11 +267,14 @@ class Rollouts:
         self.ep_shaped = np.zeros(n)
         self.ep_len = np.zeros(n, dtype=np.int64)
         self.finished: list[dict[str, float]] = []
+        self.rng = rng
         for i, seed in enumerate(rng.integers(0, 2**31 - 1, n)):
             self._reset(i, int(seed))
 
     def _reset(self, i: int, seed: int | None = None) -> None:
-        obs, info = self.envs[i].reset(seed=seed)
+        cfg = self.cfg
+        late = cfg.start_stage > 0 and self.rng.random() < cfg.start_stage_share
+        obs, info = self.envs[i].reset(seed=seed, options={"start_stage": cfg.start_stage} if late else None)
         self.obs[i] = obs
         self.instr[i] = self.embedder.embed_one(info["instruction"])  # type: ignore[attr-defined]
         self.phi[i] = info["phi"]

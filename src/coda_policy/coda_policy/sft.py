@@ -184,8 +184,14 @@ def fit_bc(
     desc: str,
     step_offset: int = 0,
     warmup_steps: int = 0,
+    focus: torch.Tensor | None = None,
+    focus_share: float = 0.0,
 ) -> tuple[float, float]:
     """Run ``steps`` behaviour-cloning updates on ``train`` (AdamW, cosine decay to 5% of ``lr``).
+
+    ``focus`` (row indices into ``train``) with ``focus_share`` > 0: that share of every batch is drawn from those
+    rows, the rest from all of ``train`` (so data that would be a small part of a uniform batch, such as the
+    latest round's demonstrations, is not diluted by the rest).
 
     ``warmup_steps`` > 0 ramps the rate linearly from 0 to ``lr`` first (continuing a trained network with a fresh
     optimizer: Adam's first updates have full size whatever the gradient, which knocks a converged policy off).
@@ -208,8 +214,15 @@ def fit_bc(
     recent: list[float] = []
     bar = tqdm(range(1, steps + 1), desc=desc, disable=not cfg.progress, dynamic_ncols=True)
     n = len(train["obs"])
+    if not 0.0 <= focus_share < 1.0:
+        raise ValueError(f"focus_share={focus_share} must be in [0, 1)")
+    batch = min(cfg.batch_size, n)
+    n_focus = round(batch * focus_share) if focus is not None and len(focus) else 0
     for step in bar:
-        idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=gen)
+        idx = torch.randint(0, n, (batch - n_focus,), generator=gen)
+        if n_focus:
+            pick = torch.randint(0, len(focus), (n_focus,), generator=gen)  # type: ignore[arg-type]
+            idx = torch.cat([idx, focus[pick]])  # type: ignore[index]
         info = sft_step(policy, optimizer, {k: v[idx] for k, v in train.items()}, cfg.grad_clip)
         schedule.step()
         recent = [*recent[-(cfg.eval_every - 1) :], info["bc_loss"]]

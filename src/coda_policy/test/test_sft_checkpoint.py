@@ -111,3 +111,27 @@ def test_engine_resolver_runs_a_saved_version(tmp_path, tiny_policy_config):
 def test_bad_sft_config_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=f"SFTConfig.{field}"):
         SFTConfig(**kwargs)
+
+
+def test_focus_rows_get_their_share_of_every_batch(tmp_path, tiny_policy_config, small_demos):
+    """``fit_bc`` with a focus set: those rows are learnt as if they were ``focus_share`` of the data."""
+    from coda_policy.metrics import MetricsLog
+    from coda_policy.sft import fit_bc, validation_loss
+
+    data = small_demos.tensors()
+    focus = torch.arange(0, len(data["obs"]), 20)  # one row in 20, with actions nobody would imitate otherwise
+    data["action"] = data["action"].clone()
+    data["action"][focus] = torch.tensor([0.9, -0.9, 0.9, 0.9])
+    only = {k: v[focus] for k, v in data.items()}
+    cfg = SFTConfig(families=("reach", "push"), batch_size=64, eval_every=50, progress=False)
+    losses = []
+    for share in (0.0, 0.5):
+        policy = build_policy(tiny_policy_config, 0)
+        log = MetricsLog(tmp_path / f"metrics-{share}.jsonl")
+        fit_bc(policy, data, only, 100, 3e-3, cfg, log, torch.Generator().manual_seed(0), "focus",
+               focus=focus, focus_share=share)
+        losses.append(validation_loss(policy, only))
+    assert losses[1] < 0.5 * losses[0]
+    with pytest.raises(ValueError, match=r"focus_share=1\.0"):
+        fit_bc(build_policy(tiny_policy_config, 0), data, only, 1, 1e-3, cfg, MetricsLog(tmp_path / "m.jsonl"),
+               torch.Generator(), "focus", focus=focus, focus_share=1.0)

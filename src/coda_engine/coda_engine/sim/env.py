@@ -7,7 +7,10 @@ Observation: the flat float32 vector of :mod:`coda_engine.sim.layout` (the instr
 command (-1 open, +1 close). Reward: 1 on the step the task succeeds (sparse), which also terminates;
 the family's ``max_steps`` truncates. ``info``: ``stage``, ``phi``, ``success``, ``instruction``, ``scene_id``.
 ``reset(options={"scene": scene})`` runs a given scene; otherwise a new one is generated from the
-env's ``np_random`` with ``params``.
+env's ``np_random`` with ``params``. ``reset(options={"start_stage": k})`` starts the episode where the
+family's scripted expert first enters stage ``k`` of the family's default program (the stages a critic's
+diagnosis names; the expert drives there from the scene's start and its steps count toward ``max_steps``),
+so that learning can concentrate on a later stage.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class CodaSimEnv(gym.Env):
         self.scene: Scene | None = None
         self.instruction = ""
         self._steps = 0
+        self._default: Any = None  # the family's default program (start-stage tracking), compiled on first use
 
     def _info(self, success: bool) -> dict[str, Any]:
         assert self.scene is not None
@@ -63,7 +67,30 @@ class CodaSimEnv(gym.Env):
         self.instruction = scene.instruction
         self._steps = 0
         obs = self.arm.reset(scene, self.program)
+        start_stage = int((options or {}).get("start_stage", 0))
+        if start_stage > 0:
+            obs = self._drive_to_stage(start_stage, obs)
         return obs, self._info(self.arm.success())
+
+    def _drive_to_stage(self, stage: int, obs: np.ndarray) -> np.ndarray:
+        """Let the scripted expert act until the default program's stage reaches ``stage``.
+
+        The expert gets at most half the family's step limit; its steps count toward the episode's.
+        """
+        from coda_engine.sim.layout import LAYOUT
+        from coda_engine.sim.stages import compile_program
+
+        if self._default is None:
+            self._default = compile_program(self.family.program, LAYOUT)
+        expert = self.family.expert()
+        expert.reset()
+        limit = self.family.max_steps // 2
+        _, reached = self._default.evaluate(obs, 0)
+        while reached < stage and self._steps < limit and not self.arm.success():
+            obs = self.arm.step(np.asarray(expert.act(self.arm.world_state()), dtype=np.float64))
+            _, reached = self._default.evaluate(obs, reached)
+            self._steps += 1
+        return obs
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Apply a normalised action for one control step."""

@@ -1,0 +1,80 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Corrective demonstrations on the real simulator: where the expert takes over, and what is kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coda_engine.sim.arm import SimArm
+from coda_engine.sim.expert import run_episode
+from coda_engine.sim.generator import generate
+from coda_engine.sim.scene import SceneParams
+from coda_policy.corrective import CorrectiveConfig, run_corrective, takeover_step
+from coda_policy.data import from_episodes
+from coda_policy.model import action_targets
+
+
+@pytest.fixture(scope="module")
+def arm() -> SimArm:
+    return SimArm()
+
+
+def test_takeover_is_the_entry_of_the_failed_stage_minus_the_margin():
+    steps, stages = [0, 2, 4, 6, 8, 10], [0, 0, 1, 1, 2, 2]
+    assert takeover_step(steps, stages, failed_stage=2, margin=2) == 6
+    assert takeover_step(steps, stages, failed_stage=1, margin=0) == 4
+    assert takeover_step(steps, stages, failed_stage=1, margin=9) == 0  # never before the start
+    assert takeover_step(steps, stages, failed_stage=3, margin=1) == 0  # a stage never reached: from the start
+    assert takeover_step(steps, stages, failed_stage=-1, margin=1) == 0  # success has no failed stage
+    # the failure's onset, when the critic knows it, decides
+    assert takeover_step(steps, stages, failed_stage=0, margin=2, failure_step=9) == 7
+    assert takeover_step(steps, stages, failed_stage=2, margin=2, failure_step=1) == 0
+    with pytest.raises(ValueError, match="differ in length"):
+        takeover_step(steps, stages[:-1], failed_stage=1, margin=0)
+
+
+def test_config_rejects_negative_steps():
+    with pytest.raises(ValueError, match="margin_steps=-1"):
+        CorrectiveConfig(margin_steps=-1)
+
+
+def test_expert_recovers_from_a_policy_that_wandered_off(arm):
+    """A "policy" that drives the open gripper away and up fails; the expert takes over at step 6 and succeeds."""
+    scene = generate("pick_place", np.random.default_rng(5), SceneParams())
+
+    def wander(obs, state):
+        return np.array([-0.03, 0.02, 0.02, -1.0], dtype=np.float32)
+
+    assert not run_episode(arm, scene, wander).success
+    result = run_corrective(arm, scene, wander, takeover=6, relabel=2)
+    assert result.success
+    assert result.takeover == 6 and result.policy_steps == 6
+    # kept: the 2 relabelled policy steps and every expert step until success
+    assert len(result.observations) == len(result.actions) == result.steps - 4
+    assert result.observations.dtype == np.float32 and result.actions.shape[1] == 4
+    # the relabelled states are the policy's (moving away), labelled with the expert's action (toward the target)
+    first_label = result.actions[0]
+    to_target = scene.target.position[:2] - result.observations[0][:2]
+    assert float(first_label[:2] @ to_target) > 0.0
+    # corrective demonstrations feed behaviour cloning like recorded episodes (one observation per action)
+    class _Embed:
+        def embed(self, texts):
+            return np.zeros((len(texts), 384), dtype=np.float32)
+
+    demos = from_episodes([result], ("reach", "pick_place"), _Embed(), 0.05)
+    assert demos is not None and len(demos) == len(result.actions) and demos.num_episodes == 1
+    np.testing.assert_allclose(demos.actions, action_targets(result.actions, 0.05))
+
+
+def test_takeover_at_zero_is_the_state_expert_from_the_start(arm):
+    scene = generate("stack", np.random.default_rng(8), SceneParams())
+    result = run_corrective(arm, scene, lambda o, s: np.zeros(4, np.float32), takeover=0, relabel=3)
+    assert result.success and result.policy_steps == 0 and len(result.actions) == result.steps
+
+
+def test_rejects_negative_takeover(arm):
+    scene = generate("reach", np.random.default_rng(1), SceneParams())
+    with pytest.raises(ValueError, match="takeover=-1"):
+        run_corrective(arm, scene, lambda o, s: np.zeros(4, np.float32), takeover=-1)
