@@ -28,6 +28,7 @@ each observation's stamp. Figures:
 - ``load_avg`` (1, 5, 15 min) at the start and the end, ``cpus``: the machine the figures were taken on.
 
 The run fails (exit 1) if a path only held: then it never ran the network and its latency would mean nothing.
+``--realtime-priority N`` runs the C++ path's loop thread SCHED_FIFO at priority N (its ``realtime_priority``).
 ``--busy-poll S`` sets the Python path's ``busy_poll_s`` (after each command it polls for S seconds instead of
 sleeping). ``--executor`` picks the executor of the Python path and of the rclpy relay.
 """
@@ -89,6 +90,8 @@ class ControlBenchConfig:
     """Task family of the nodes' stage tracking."""
     busy_poll_s: float = 0.0
     """The Python path's ``busy_poll_s`` parameter: after each command it polls this long instead of sleeping, s."""
+    realtime_priority: int = 0
+    """The C++ path's ``realtime_priority`` parameter (SCHED_FIFO priority of its loop thread; 0: normal)."""
 
     def __post_init__(self) -> None:
         """Check the fields; errors name the field."""
@@ -103,6 +106,8 @@ class ControlBenchConfig:
             errors.append(f"ControlBenchConfig.latency_rate_hz={self.latency_rate_hz} must be in [1, 1000]")
         if not 0.0 <= self.busy_poll_s <= 1.0:
             errors.append(f"ControlBenchConfig.busy_poll_s={self.busy_poll_s} must be in [0, 1]")
+        if not 0 <= self.realtime_priority <= 99:
+            errors.append(f"ControlBenchConfig.realtime_priority={self.realtime_priority} must be in [0, 99]")
         if self.warmup_ticks < 0:
             errors.append(f"ControlBenchConfig.warmup_ticks={self.warmup_ticks} must be >= 0")
         if errors:
@@ -373,6 +378,7 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
             "-p", f"control_path:={path}", "-p", "trigger:=joint_states", "-p", f"executor:={cfg.executor}",
             "-p", f"busy_poll_s:={cfg.busy_poll_s}", "-p", f"family:={cfg.family}",
             "-p", f"checkpoint_root:={work}", "-p", f"initial_version:={VERSION}",
+            "-p", f"realtime_priority:={cfg.realtime_priority if path == 'cpp' else 0}",
         ]
     commands["relay_rclpy"] = [sys.executable, "-m", "coda_policy.bench_control", "--relay", "--executor",
                                cfg.executor]
@@ -466,6 +472,7 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
         "action_mean_us_eager": means["eager"],
         "executor": cfg.executor,
         "busy_poll_s": cfg.busy_poll_s,
+        "realtime_priority": cfg.realtime_priority,
         "seconds": cfg.seconds,
         "load_avg": {"start": load_start, "end": _load()},
         "cpus": os.cpu_count(),
@@ -516,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.busy_poll_s,
         help="the Python path polls this long after each command instead of sleeping (costs a core while it polls), s",
     )
+    parser.add_argument("--realtime-priority", type=int, default=defaults.realtime_priority,
+                        help="SCHED_FIFO priority of the C++ path's loop thread (1-99; 0: normal scheduling)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)  # the bare reference process
     args = parser.parse_args(argv)
@@ -528,6 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             executor=args.executor,
             startup_timeout=args.startup_timeout,
             busy_poll_s=args.busy_poll,
+            realtime_priority=args.realtime_priority,
         )
     except ValueError as exc:
         parser.error(str(exc))

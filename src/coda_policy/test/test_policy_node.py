@@ -183,7 +183,7 @@ class _TwoPaths:
                                      lambda msg, p=p: self.answers[p].setdefault(self._key(msg.header.stamp), msg), 100)
         self.executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
         self.executor.add_node(node)
-        self._last = 0
+        self._used: set[int] = set()
 
     @staticmethod
     def _key(stamp: Any) -> int:
@@ -200,9 +200,14 @@ class _TwoPaths:
 
     def joints(self, names: list[str], positions: list[float], age: float = 0.0, answer: bool = True,
                timeout: float = 30.0) -> dict[str, ArmCommand] | None:
-        """Send one joint state (stamped ``age`` s ago) to every node; return each node's command for it."""
-        key = max(time.time_ns() - int(age * 1e9), self._last + 1)
-        self._last = key
+        """Send one joint state (stamped ``age`` s ago) to every node; return each node's command for it.
+
+        AssertionError when a command does not come within ``timeout`` s.
+        """
+        key = time.time_ns() - int(age * 1e9)
+        while key in self._used:  # every stamp names one observation
+            key += 1
+        self._used.add(key)
         msg = JointState(name=names, position=positions)
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(key, 1_000_000_000)
         self.publish("joints", msg)
@@ -219,9 +224,13 @@ class _TwoPaths:
                     timeout: float = 60.0) -> None:
         """Send stale joint states (held, so the task state stays as it is) until every node's answer is ``done``."""
         end = time.monotonic() + timeout
+        answers: dict[str, ArmCommand] = {}
         while True:
-            answers = self.joints(names, positions, age=120.0)
-            if all(done(a) for a in answers.values()):
+            try:
+                answers = self.joints(names, positions, age=120.0, timeout=1.0) or {}
+            except AssertionError:  # not matched yet, or still starting
+                answers = {}
+            if answers and all(done(a) for a in answers.values()):
                 return
             assert time.monotonic() < end, {p: a.hold_reason for p, a in answers.items()}
             self.spin(0.1)

@@ -26,6 +26,8 @@ struct ControlLoopOptions {
   double rate_hz = 10.0;              // ticks per second when not ticking on joint_states
   std::int64_t idle_timeout_ns = 100000000;  // longest wait when ticking on joint_states (stop requests wake it)
   std::size_t depth = 10;             // queue depth of the subscriptions and the publisher
+  int realtime_priority = 0;  // > 0: the loop thread runs SCHED_FIFO at this priority (needs CAP_SYS_NICE or an
+                              // rtprio limit; refused: it runs on, normally scheduled, and stats say why); 0: off
 };
 
 // What the loop has done so far (a copy; counters are totals since start).
@@ -41,6 +43,7 @@ struct ControlLoopStats {
   std::string reason;               // the latest command's hold reason (empty: it ran the policy)
   std::string ignored;              // why the latest ignored joint_states was ignored
   std::string error;                // what stopped the loop, if an rcl call failed
+  std::string realtime;             // "SCHED_FIFO <priority>", "off", or why the priority was refused
   bool running = false;
 };
 
@@ -76,7 +79,7 @@ class ControlLoop {
   std::atomic<std::uint64_t> ticks_{0}, holds_{0}, published_{0}, publish_errors_{0}, joint_messages_{0},
       object_messages_{0}, ignored_joint_messages_{0}, late_ticks_{0}, reason_changes_{0};
   mutable std::mutex text_mutex_;  // reason_, ignored_, error_ (written only when they change)
-  std::string reason_, ignored_, error_;
+  std::string reason_, ignored_, error_, realtime_ = "off";
   std::string last_reason_;  // the control thread's own copy, compared every tick
   bool first_command_ = true;
 };

@@ -181,6 +181,7 @@ std::unique_ptr<ControlLoop> make_loop(py::dict tick_spec, py::dict options) {
   o.arm_command_topic = value<std::string>(options, "arm_command_topic", w);
   o.tick_on_joint_states = value<bool>(options, "tick_on_joint_states", w);
   o.rate_hz = value<double>(options, "rate_hz", w);
+  if (options.contains("realtime_priority")) o.realtime_priority = value<int>(options, "realtime_priority", w);
   std::unique_ptr<coda_core::ControlTick> tick = make_tick(tick_spec);
   try {
     py::gil_scoped_release nogil;  // DDS discovery set-up takes a while
@@ -218,6 +219,7 @@ py::dict loop_stats(const ControlLoop& loop) {
   out["reason"] = s.reason;
   out["ignored"] = s.ignored;
   out["error"] = s.error;
+  out["realtime"] = s.realtime;
   out["running"] = s.running;
   return out;
 }

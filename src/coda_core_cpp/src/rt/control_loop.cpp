@@ -7,6 +7,9 @@
 #include <rosidl_runtime_c/string_functions.h>
 #include <sensor_msgs/msg/joint_state.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -48,6 +51,9 @@ ControlLoop::ControlLoop(ControlLoopOptions options, std::unique_ptr<coda_core::
     throw std::invalid_argument("ControlLoop: rate_hz must be in (0, 10000]");
   }
   if (options_.idle_timeout_ns <= 0) throw std::invalid_argument("ControlLoop: idle_timeout_ns must be > 0");
+  if (options_.realtime_priority < 0 || options_.realtime_priority > 99) {
+    throw std::invalid_argument("ControlLoop: realtime_priority must be in [0, 99]");
+  }
   rcl_ = std::make_unique<Rcl>(options_);
 }
 
@@ -86,6 +92,7 @@ ControlLoopStats ControlLoop::stats() const {
   s.reason = reason_;
   s.ignored = ignored_;
   s.error = error_;
+  s.realtime = realtime_;
   return s;
 }
 
@@ -93,6 +100,14 @@ std::size_t ControlLoop::command_subscribers() const { return rcl_->commands.sub
 std::size_t ControlLoop::joint_state_publishers() const { return rcl_->joints.publisher_count(); }
 
 void ControlLoop::run() {
+  if (options_.realtime_priority > 0) {
+    sched_param param{};
+    param.sched_priority = options_.realtime_priority;
+    const int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
+    std::lock_guard<std::mutex> lock(text_mutex_);
+    realtime_ = rc == 0 ? "SCHED_FIFO " + std::to_string(options_.realtime_priority)
+                        : "SCHED_FIFO " + std::to_string(options_.realtime_priority) + " refused: " + std::strerror(rc);
+  }
   try {
     run_loop();
   } catch (const std::exception& e) {

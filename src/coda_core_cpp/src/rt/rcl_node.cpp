@@ -39,8 +39,7 @@ RclNode::RclNode(const std::string& name, const std::string& ns) {
   if (ret != RCL_RET_OK) throw_rcl("rcl_init", ret);
   context_ok_ = true;
   rcl_node_options_t node_options = rcl_node_get_default_options();
-  node_options.enable_rosout = false;
-  node_options.use_global_arguments = false;
+  node_options.enable_rosout = false;  // global arguments: none (rcl_init got no argv)
   ret = rcl_node_init(&node_, name.c_str(), ns.c_str(), &context_, &node_options);
   if (ret != RCL_RET_OK) {
     const std::string message = rcl_message("rcl_node_init of '" + name + "' in '" + ns + "'", ret);

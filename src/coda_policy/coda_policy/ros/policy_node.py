@@ -86,6 +86,8 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "busy_poll_s": (0.0, "after each command keep polling for input this long instead of sleeping (0: off), s"),
     "control_path": ("cpp", "'cpp': the control loop on a C++ thread over rcl (no Python per tick); 'python': "
                             "the same tick on this node's executor (the reference)"),
+    "realtime_priority": (0, "control_path 'cpp': run the loop thread SCHED_FIFO at this priority (1-99; needs "
+                              "CAP_SYS_NICE or an rtprio limit, else it runs normally scheduled and says so); 0: off"),
     "robot_config": ("", "a real arm's robot file (as arm_bridge's): its joint names, joint_states and perception "
                          "topics and control rate replace the defaults (empty: the engine's Panda names)"),
 }
@@ -171,12 +173,13 @@ class PolicyNode(Node):
             "object_states_topic": self.resolve_topic_name(objects_topic),
             "arm_command_topic": self.resolve_topic_name("arm_command"),
             "tick_on_joint_states": self.trigger == "joint_states", "rate_hz": float(self.config.control_rate_hz),
+            "realtime_priority": int(self.get_parameter("realtime_priority").value),
         }
         spec = native_tick_spec(self.config, self.controller.builder, self.kinematics)
         self.loop = _rt.ControlLoop(spec, options)
         self.loop.set_model(self.controller.native_model())
         self.loop.start()
-        self._loop_status = {"reason_changes": 0, "ignored_joint_messages": 0, "error": ""}
+        self._loop_status = {"reason_changes": 0, "ignored_joint_messages": 0, "error": "", "realtime": "off"}
         self.create_timer(0.25, self.on_loop_status)
         rate = "per joint_states" if self.trigger == "joint_states" else f"{self.config.control_rate_hz:g} Hz"
         self.get_logger().info(f"control loop in C++ over rcl: {options['joint_states_topic']} + "
@@ -193,6 +196,9 @@ class PolicyNode(Node):
             self.get_logger().warning(f"joint_states ignored: {stats['ignored']}", throttle_duration_sec=5.0)
         if stats["error"] and stats["error"] != seen["error"]:
             self.get_logger().error(f"the control loop stopped: {stats['error']}")
+        if stats["realtime"] != seen["realtime"]:
+            log = self.get_logger().warning if "refused" in stats["realtime"] else self.get_logger().info
+            log(f"control loop scheduling: {stats['realtime']}")
         self._loop_status = {key: stats[key] for key in seen}
 
     def _now(self) -> float:
