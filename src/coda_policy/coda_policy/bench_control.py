@@ -28,7 +28,10 @@ each observation's stamp. Figures:
 - ``load_avg`` (1, 5, 15 min) at the start and the end, ``cpus``: the machine the figures were taken on.
 
 The run fails (exit 1) if a path only held: then it never ran the network and its latency would mean nothing.
-``--realtime-priority N`` runs the C++ path's loop thread SCHED_FIFO at priority N (its ``realtime_priority``).
+``--realtime-priority N`` runs everything on the measured paths SCHED_FIFO at priority N, as a robot's control
+stack would run: the C++ path's loop thread and its middleware threads (the node's ``realtime_priority``), the
+Python path's node and both relays (started under ``chrt``), and the probe (this process's thread and its
+middleware threads). It needs CAP_SYS_NICE or an rtprio limit; 0 (default): normal scheduling.
 ``--busy-poll S`` sets the Python path's ``busy_poll_s`` (after each command it polls for S seconds instead of
 sleeping). ``--executor`` picks the executor of the Python path and of the rclpy relay.
 """
@@ -383,6 +386,10 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
     commands["relay_rclpy"] = [sys.executable, "-m", "coda_policy.bench_control", "--relay", "--executor",
                                cfg.executor]
     commands["relay_rcl"] = [str(rcl_relay_executable()), RCL_ECHO_IN, RCL_ECHO_OUT]
+    if cfg.realtime_priority:  # the C++ path's node sets its loop thread itself; its Python side stays normal
+        chrt = [shutil.which("chrt") or "chrt", "-f", str(cfg.realtime_priority)]
+        for name in ("policy_python", "relay_rclpy", "relay_rcl"):
+            commands[name] = chrt + commands[name]
     procs: dict[str, subprocess.Popen] = {}
     logs = {name: work / f"{name}.log" for name in commands}
     probe = instructions = None
@@ -391,6 +398,8 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
         for name, cmd in commands.items():
             with logs[name].open("w") as out:
                 procs[name] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        if cfg.realtime_priority:  # this thread, and the probe's middleware threads made from it
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(cfg.realtime_priority))
         probe = _rt.Probe("coda_bench_control", [*panda.ARM_JOINTS, *panda.FINGER_JOINTS],
                           [*map(float, panda.HOME_QPOS), 0.04, 0.04])
         cdr = scene_cdr()
@@ -424,6 +433,8 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
         ok = True
     finally:
         gc.enable()
+        if cfg.realtime_priority:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         if instructions is not None:
             instructions.close()
         del probe

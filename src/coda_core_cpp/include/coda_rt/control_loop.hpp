@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <future>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -49,13 +50,15 @@ struct ControlLoopStats {
 
 class ControlLoop {
  public:
-  // Creates the context, node, subscriptions and publisher (std::runtime_error naming the rcl call that failed).
+  // Checks the options (std::invalid_argument); the rcl objects are made by start().
   ControlLoop(ControlLoopOptions options, std::unique_ptr<coda_core::ControlTick> tick);
   ~ControlLoop();  // stops the thread, then releases everything
   ControlLoop(const ControlLoop&) = delete;
   ControlLoop& operator=(const ControlLoop&) = delete;
 
-  void start();  // starts the thread (once)
+  // Starts the thread (once), which sets its scheduling, then creates the context, node, subscriptions and
+  // publisher (std::runtime_error naming the rcl call that failed, rethrown here), then loops.
+  void start();
   void stop();   // wakes the thread through a guard condition and joins it; idempotent
   // Any thread: the model used from the next tick on.
   void set_model(std::shared_ptr<const coda_core::ControlModel> model) { tick_->set_model(std::move(model)); }
@@ -66,7 +69,7 @@ class ControlLoop {
 
  private:
   struct Rcl;
-  void run();
+  void run(std::promise<void>& ready);
   void run_loop();
   void on_command(const coda_core::TickCommand& cmd, std::int32_t sec, std::uint32_t nanosec);
 

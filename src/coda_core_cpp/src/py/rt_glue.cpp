@@ -184,7 +184,6 @@ std::unique_ptr<ControlLoop> make_loop(py::dict tick_spec, py::dict options) {
   if (options.contains("realtime_priority")) o.realtime_priority = value<int>(options, "realtime_priority", w);
   std::unique_ptr<coda_core::ControlTick> tick = make_tick(tick_spec);
   try {
-    py::gil_scoped_release nogil;  // DDS discovery set-up takes a while
     return std::make_unique<ControlLoop>(std::move(o), std::move(tick));
   } catch (const std::invalid_argument& e) {
     throw py::value_error(e.what());

@@ -11,6 +11,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <future>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
@@ -54,7 +55,6 @@ ControlLoop::ControlLoop(ControlLoopOptions options, std::unique_ptr<coda_core::
   if (options_.realtime_priority < 0 || options_.realtime_priority > 99) {
     throw std::invalid_argument("ControlLoop: realtime_priority must be in [0, 99]");
   }
-  rcl_ = std::make_unique<Rcl>(options_);
 }
 
 ControlLoop::~ControlLoop() {
@@ -66,7 +66,16 @@ void ControlLoop::start() {
   if (thread_.joinable()) throw std::logic_error("ControlLoop: already started");
   stop_.store(false);
   running_.store(true);
-  thread_ = std::thread([this] { run(); });
+  std::promise<void> ready;
+  std::future<void> created = ready.get_future();
+  thread_ = std::thread([this, &ready] { run(ready); });
+  try {
+    created.get();  // the rcl objects exist (or their error is rethrown here)
+  } catch (...) {
+    thread_.join();
+    running_.store(false);
+    throw;
+  }
 }
 
 void ControlLoop::stop() {
@@ -96,10 +105,12 @@ ControlLoopStats ControlLoop::stats() const {
   return s;
 }
 
-std::size_t ControlLoop::command_subscribers() const { return rcl_->commands.subscription_count(); }
-std::size_t ControlLoop::joint_state_publishers() const { return rcl_->joints.publisher_count(); }
+std::size_t ControlLoop::command_subscribers() const { return rcl_ ? rcl_->commands.subscription_count() : 0; }
+std::size_t ControlLoop::joint_state_publishers() const { return rcl_ ? rcl_->joints.publisher_count() : 0; }
 
-void ControlLoop::run() {
+void ControlLoop::run(std::promise<void>& ready) {
+  // The scheduling first, then the rcl objects: the middleware's threads (DDS receive and event threads) are
+  // created from this thread and inherit its policy, so with a realtime priority the whole path runs at it.
   if (options_.realtime_priority > 0) {
     sched_param param{};
     param.sched_priority = options_.realtime_priority;
@@ -108,6 +119,13 @@ void ControlLoop::run() {
     realtime_ = rc == 0 ? "SCHED_FIFO " + std::to_string(options_.realtime_priority)
                         : "SCHED_FIFO " + std::to_string(options_.realtime_priority) + " refused: " + std::strerror(rc);
   }
+  try {
+    rcl_ = std::make_unique<Rcl>(options_);
+  } catch (...) {
+    ready.set_exception(std::current_exception());
+    return;
+  }
+  ready.set_value();  // `ready` belongs to start(), which returns now: not touched again
   try {
     run_loop();
   } catch (const std::exception& e) {
