@@ -173,13 +173,11 @@ def test_same_holds_without_a_cpp_action_mean(versions):
     tick = _rt.ControlTick(native_tick_spec(cfg, controller.builder, kinematics))
     tick.set_model(model)
     target = ObjectInfo((0.5, 0.0, 0.4), (1.0, 0.0, 0.0), 0, (0.02, 0.02, 0.02), 1)
-    for side in (tick, controller):
-        if side is tick:
-            assert tick.set_joints(1.0, list(SimArm.joint_names), [0.0] * 9) == ""
-        else:
-            controller.set_arm(1.0, *kinematics.forward(list(SimArm.joint_names), [0.0] * 9))
-        side.set_objects(1.0, [(target.position, target.rgb, target.shape, target.size, target.role)]
-                         if side is tick else [target])
+    names, q = list(SimArm.joint_names), [0.0] * 9
+    assert tick.set_joints(1.0, names, q) == ""
+    tick.set_objects(1.0, [(target.position, target.rgb, target.shape, target.size, target.role)])
+    controller.set_arm(1.0, *kinematics.forward(names, q))
+    controller.set_objects(1.0, [target])
     held = tick.tick(1.0)
     assert held["hold"] and held["reason"] == model["unavailable"] and held["version"] == "v1"
     controller.set_instruction("touch the red cube", np.ones(10, dtype=np.float32))  # does not fit the network
