@@ -5,7 +5,13 @@
 The PyPI wheels of ROS 2 were built in a manylinux container; their exported CMake targets
 name that container's Python include directory and NumPy include directory, and CMake
 refuses imported targets with non-existent include paths. This rewrites both strings in
-``$VIRTUAL_ENV/share/*/cmake/*.cmake`` to this interpreter's paths. Idempotent.
+``$VIRTUAL_ENV/share/*/cmake/*.cmake`` to this interpreter's paths.
+
+Fast DDS's export (reached by anything that links rcl, such as coda_core_cpp's control loop) also names the
+container's TinyXML2 library (``/usr/lib64/libtinyxml2.so``) and OpenSSL as link dependencies, and its config
+requires OpenSSL's development files. The wheel's ``libfastdds.so`` carries its own copies of both (auditwheel
+bundles them beside it), so a consumer links neither: the two link entries are dropped and OpenSSL becomes
+optional. Idempotent.
 """
 
 from __future__ import annotations
@@ -22,6 +28,16 @@ BUILD_MACHINE_PATHS = {
 }
 
 
+FILE_EDITS: dict[str, dict[str, str]] = {
+    "fastdds/cmake/fastdds-shared-targets.cmake": {
+        "/usr/lib64/libtinyxml2.so;": "",
+        "\\$<\\$<BOOL:1>:OpenSSL::SSL\\$<SEMICOLON>OpenSSL::Crypto\\$<\\$<BOOL:>:\\$<SEMICOLON>crypt32.lib>>;": "",
+    },
+    "fastdds/cmake/fastdds-config.cmake": {"find_package(OpenSSL REQUIRED)": "find_package(OpenSSL QUIET)"},
+}
+"""Per file below ``share/``: strings replaced (the build machine's libraries that the wheel bundles itself)."""
+
+
 def repair(prefix: Path) -> int:
     """Rewrite the known bad paths below ``prefix/share``; return the number of files changed."""
     changed = 0
@@ -29,6 +45,8 @@ def repair(prefix: Path) -> int:
         text = cmake_file.read_text(encoding="utf-8", errors="surrogateescape")
         new = text
         for bad, good in BUILD_MACHINE_PATHS.items():
+            new = new.replace(bad, good)
+        for bad, good in FILE_EDITS.get(cmake_file.relative_to(prefix / "share").as_posix(), {}).items():
             new = new.replace(bad, good)
         if new != text:
             cmake_file.write_text(new, encoding="utf-8", errors="surrogateescape")

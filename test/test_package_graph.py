@@ -25,7 +25,7 @@ package_graph = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = package_graph  # dataclasses look their module up while the class is created
 _spec.loader.exec_module(package_graph)
 
-LAYERS = [["coda_core_cpp", "coda_msgs"], ["coda_engine"], ["coda_critic", "coda_policy"], ["coda_loop"]]
+LAYERS = [["coda_msgs"], ["coda_core_cpp"], ["coda_engine"], ["coda_critic", "coda_policy"], ["coda_loop"]]
 """The intended architecture, bottom up. Changing it is a design decision: update README's package map with it."""
 
 

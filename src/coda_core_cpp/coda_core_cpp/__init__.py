@@ -9,6 +9,10 @@
   staged-potential language (``coda_core_cpp.reference`` is its pure-Python twin).
 * :class:`ObjectTokenActor`: the policy's action mean for one observation (built from
   ``coda_policy.control.NumpyActionMean.spec()``; serves the ``policy`` node's control ticks).
+
+The real-time parts that talk to rcl live in the separate extension ``coda_core_cpp._rt`` (imported on demand, so
+this module needs no ROS): ``ControlTick`` (the ``policy`` node's control step in C++), ``ControlLoop`` (that step
+on a C++ thread of its own over rcl) and ``Probe`` (the arm side of ``coda bench control``).
 """
 
 from coda_core_cpp._core import (

@@ -1,32 +1,39 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda bench control``: observation-to-command latency through the ``policy`` node over DDS.
+"""``coda bench control``: observation-to-command latency through the ``policy`` node over DDS, per control path.
 
-The ``policy`` node runs as its own process with ``trigger: joint_states`` (one ArmCommand per observation,
-stamped with it) and a real policy version written for the run (a checkpoint of an untrained network: the
-latency does not depend on the weights). This process plays the arm and the perception: it sends the
-instruction once, object states at 10 Hz, and ``joint_states`` on a schedule, and times the ``arm_command``
-carrying each observation's stamp. Every figure comes from the same process, executor and message type:
+Four processes answer one probe, in one run: the ``policy`` node with its default C++ control path
+(``control_path: cpp``), the same node on its Python path (``control_path: python``), a bare rclpy relay and a bare
+C relay over rcl (``coda_rcl_relay``). The nodes run with ``trigger: joint_states`` (one ArmCommand per observation,
+stamped with it) and a real policy version written for the run (a checkpoint of an untrained network: the latency
+does not depend on the weights). The probe plays the arm and the perception, in C++ over rcl
+(``coda_core_cpp._rt.Probe``, so the figures measure the node and not the probe): it sends the instruction once,
+object states at 10 Hz, and ``joint_states`` on a schedule, and times on a monotonic clock the answer that carries
+each observation's stamp. Figures:
 
-- ``latency_us_p50`` / ``latency_us_p99``: ``--ticks`` observations at up to 200 Hz, from just before publishing
-  the observation to the arrival of its command (serialisation, transport and both executors included), one
-  round trip at a time; ``ticks`` is how many of them were answered by a command that ran the network.
-- ``bare_rtt_us_p50`` / ``bare_rtt_us_p99``: the reference, measured in the same run, interleaved tick by tick
-  (half a period after each observation): the same JointState echoed by a bare rclpy relay process.
-- ``misses_20hz`` / ``misses_100hz``: observations whose command did not arrive within one period, over
-  ``--seconds`` at each rate (a lost command is a miss).
+- ``latency_us_p50`` / ``latency_us_p99`` / ``latency_us_max``: the default (C++) path: ``--ticks`` observations
+  at 200 Hz, from just before publishing the observation to the arrival of its command (serialisation,
+  transport, the node), one round trip at a time; ``ticks`` counts the ones answered by a command that ran the
+  network.
+- ``paths``: the same for each path (``cpp``, ``python``), plus ``misses_100hz`` / ``misses_500hz`` (observations
+  at that rate for ``--seconds``, whose command did not arrive within one period; a lost command is a miss), the
+  p99 at each rate and ``hold_fraction``.
+- ``relays``: the round trip of the same JointState through the rclpy relay (``rclpy``, with ``--executor``) and
+  the C relay (``rcl``). All round trips of the latency phase are interleaved tick by tick (each waits for its
+  answer before the next message goes out), so every target sees the same machine.
+- ``ratio_to_rclpy_relay_p50``: the default path's p50 over the rclpy relay's.
+- ``misses_100hz`` / ``misses_500hz``: the default path's.
 - ``action_mean_us_cpp`` / ``_numpy`` / ``_eager``: one action mean of the same network (two objects) in this
-  process before the run: the node's C++ ObjectTokenActor against its NumPy reference and the torch network.
-- ``hold_fraction``: the share of commands that were holds. The run fails (exit 1) if the node only held:
-  then it never ran the network and the latency would mean nothing.
+  process before the run: the C++ ObjectTokenActor against its NumPy reference and the torch network.
+- ``load_avg`` (1, 5, 15 min) at the start and the end, ``cpus``: the machine the figures were taken on.
 
-``--busy-poll S`` sets the node's ``busy_poll_s``: after each command it polls for the next input for S seconds
-instead of sleeping, which keeps its core warm (at the price of that core).
-
-``--executor`` picks the executor of the node, the relay and this process alike (``events``: rclpy's
-EventsExecutor, ``single``: SingleThreadedExecutor). Every executor here is spun from its process's main
-thread only: on Kilted's rclpy, an EventsExecutor spinning in a background thread while another thread
-publishes stops delivering messages (the publishing thread blocks in the executor's event callback).
+The run fails (exit 1) if a path only held: then it never ran the network and its latency would mean nothing.
+``--realtime-priority N`` runs everything on the measured paths SCHED_FIFO at priority N, as a robot's control
+stack would run: the C++ path's loop thread and its middleware threads (the node's ``realtime_priority``), the
+Python path's node and both relays (started under ``chrt``), and the probe (this process's thread and its
+middleware threads). It needs CAP_SYS_NICE or an rtprio limit; 0 (default): normal scheduling.
+``--busy-poll S`` sets the Python path's ``busy_poll_s`` (after each command it polls for S seconds instead of
+sleeping). ``--executor`` picks the executor of the Python path and of the rclpy relay.
 """
 
 from __future__ import annotations
@@ -50,14 +57,19 @@ import numpy as np
 
 VERSION = "bench-untrained"
 INSTRUCTION = "touch the red cube"
-ECHO_IN, ECHO_OUT = "bench_echo_in", "bench_echo_out"
+ECHO_IN, ECHO_OUT = "/bench_echo_in", "/bench_echo_out"
+RCL_ECHO_IN, RCL_ECHO_OUT = "/bench_rcl_echo_in", "/bench_rcl_echo_out"
+PATHS = ("cpp", "python")
+"""The policy node's control paths, the default first."""
 OBJECT_PERIOD_NS = 100_000_000  # object states at 10 Hz, like a perception stream
-ANSWER_DEPTH = 1000
 ANSWER_TIMEOUT_NS = 500_000_000  # latency phase: an answer later than this counts as lost
+DEADLINE_RATES = (100.0, 500.0)
 TARGETS: dict[str, tuple[str, float]] = {
     "latency_us_p50": ("<=", 800.0),
     "latency_us_p99": ("<=", 1500.0),
+    "ratio_to_rclpy_relay_p50": ("<", 0.5),
     "misses_100hz": ("<=", 0.0),
+    "misses_500hz": ("<=", 0.0),
 }
 
 
@@ -66,21 +78,23 @@ class ControlBenchConfig:
     """Settings of one benchmark run."""
 
     ticks: int = 5000
-    """Observations timed for the latency percentiles."""
+    """Observations timed per target for the latency percentiles."""
     seconds: float = 60.0
-    """Duration at 20 Hz and again at 100 Hz for the deadline misses, s."""
+    """Duration at 100 Hz and again at 500 Hz, per path, for the deadline misses, s."""
     executor: str = "events"
-    """Executor of the node, the relay and the probe: 'events' or 'single'."""
+    """Executor of the Python path and the rclpy relay: 'events' or 'single'."""
     latency_rate_hz: float = 200.0
-    """Rate of the latency observations (the bare round trips are interleaved at the same rate)."""
+    """Rate of the latency observations per target (the targets' round trips are interleaved within a period)."""
     warmup_ticks: int = 200
-    """Observations sent (and not counted) before timing starts."""
+    """Observations sent per target (and not counted) before timing starts."""
     startup_timeout: float = 300.0
-    """Longest wait for the node's first command that runs the network (loading torch and MiniLM), s."""
+    """Longest wait for each node's first command that runs the network (loading torch and MiniLM), s."""
     family: str = "reach"
-    """Task family of the node's stage tracking."""
+    """Task family of the nodes' stage tracking."""
     busy_poll_s: float = 0.0
-    """The node's ``busy_poll_s`` parameter: after each command it polls this long instead of sleeping, s."""
+    """The Python path's ``busy_poll_s`` parameter: after each command it polls this long instead of sleeping, s."""
+    realtime_priority: int = 0
+    """The C++ path's ``realtime_priority`` parameter (SCHED_FIFO priority of its loop thread; 0: normal)."""
 
     def __post_init__(self) -> None:
         """Check the fields; errors name the field."""
@@ -95,6 +109,8 @@ class ControlBenchConfig:
             errors.append(f"ControlBenchConfig.latency_rate_hz={self.latency_rate_hz} must be in [1, 1000]")
         if not 0.0 <= self.busy_poll_s <= 1.0:
             errors.append(f"ControlBenchConfig.busy_poll_s={self.busy_poll_s} must be in [0, 1]")
+        if not 0 <= self.realtime_priority <= 99:
+            errors.append(f"ControlBenchConfig.realtime_priority={self.realtime_priority} must be in [0, 99]")
         if self.warmup_ticks < 0:
             errors.append(f"ControlBenchConfig.warmup_ticks={self.warmup_ticks} must be >= 0")
         if errors:
@@ -202,10 +218,6 @@ def relay_main(executor_kind: str) -> int:
     return 0
 
 
-def _stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
 def _log_tail(path: Path, chars: int = 3000) -> str:
     text = path.read_text(errors="replace") if path.exists() else ""
     return text[-chars:]
@@ -224,259 +236,212 @@ def _object(name: str, shape: int, role: int, color: str, rgb: tuple[float, floa
     return obj
 
 
-class _Probe:
-    """The arm side: publishes inputs, records when the answer to each observation arrives (main thread only)."""
+def scene_cdr() -> bytes:
+    """Return the benchmark scene's ``ObjectStates`` as CDR bytes, unstamped (a node takes it as received now)."""
+    from rclpy.serialization import serialize_message
 
-    def __init__(self, executor_kind: str) -> None:
+    from coda_msgs.msg import ObjectState, ObjectStates
+
+    return serialize_message(ObjectStates(objects=[
+        _object("red_cube", ObjectState.SHAPE_BOX, ObjectState.ROLE_TARGET, "red", (0.9, 0.0, 0.0), 0.02,
+                (0.5, 0.05, 0.42)),
+        _object("blue_ball", ObjectState.SHAPE_SPHERE, ObjectState.ROLE_DISTRACTOR, "blue", (0.0, 0.0, 0.9),
+                0.025, (0.45, -0.1, 0.425)),
+    ]))
+
+
+def rcl_relay_executable() -> Path:
+    """Return the path of ``coda_rcl_relay`` (installed by coda_core_cpp); RuntimeError if it is not built."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+    try:
+        path = Path(get_package_prefix("coda_core_cpp")) / "lib" / "coda_core_cpp" / "coda_rcl_relay"
+    except PackageNotFoundError as exc:
+        raise RuntimeError("coda_core_cpp is not installed (run make setup)") from exc
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path} is missing: coda_core_cpp was built without its rcl parts (run make setup)")
+    return path
+
+
+class _Instructions:
+    """Publishes the instruction to each policy node (rclpy, in a context of its own; nothing to spin)."""
+
+    def __init__(self, namespaces: list[str]) -> None:
         import rclpy
         from rclpy.context import Context
-        from sensor_msgs.msg import JointState
         from std_msgs.msg import String
-
-        from coda_engine.sim import panda
-        from coda_msgs.msg import ArmCommand, ObjectState, ObjectStates
 
         self.context = Context()
         rclpy.init(context=self.context)
-        self.node = rclpy.create_node("coda_bench_control", context=self.context)
-        self.executor = make_executor(executor_kind, self.context)
-        self.joints_pub = self.node.create_publisher(JointState, "joint_states", 10)
-        self.objects_pub = self.node.create_publisher(ObjectStates, "object_states", 10)
-        self.instruction_pub = self.node.create_publisher(String, "instruction", 10)
-        self.echo_pub = self.node.create_publisher(JointState, ECHO_IN, 10)
-        # A deep reader queue: answers must not be dropped here when this process is descheduled for a while.
-        self.node.create_subscription(ArmCommand, "arm_command", self._on_command, ANSWER_DEPTH)
-        self.node.create_subscription(JointState, ECHO_OUT, self._on_echo, ANSWER_DEPTH)
-        self.executor.add_node(self.node)
-        self.instruction = String(data=INSTRUCTION)
-        self.joints = JointState(
-            name=[*panda.ARM_JOINTS, *panda.FINGER_JOINTS], position=[*panda.HOME_QPOS, 0.04, 0.04]
-        )
-        self.objects = ObjectStates(objects=[
-            _object("red_cube", ObjectState.SHAPE_BOX, ObjectState.ROLE_TARGET, "red", (0.9, 0.0, 0.0), 0.02,
-                    (0.5, 0.05, 0.42)),
-            _object("blue_ball", ObjectState.SHAPE_SPHERE, ObjectState.ROLE_DISTRACTOR, "blue", (0.0, 0.0, 0.9),
-                    0.025, (0.45, -0.1, 0.425)),
-        ])
-        self.commands: dict[int, tuple[int, bool]] = {}
-        """Observation stamp (ns) -> (arrival, perf_counter ns; the command was a hold)."""
-        self.echoes: dict[int, int] = {}
-        """Echoed stamp (ns) -> arrival, perf_counter ns."""
-        self.last_hold_reason = ""
-        self._last_key = 0
-        self._last_objects = 0
+        self.node = rclpy.create_node("coda_bench_control_instructions", context=self.context)
+        self.publishers = {ns: self.node.create_publisher(String, f"{ns}/instruction", 10) for ns in namespaces}
+        self.msg = String(data=INSTRUCTION)
 
-    def _on_command(self, msg: Any) -> None:
-        now = time.perf_counter_ns()
-        self.commands.setdefault(_stamp_ns(msg.header.stamp), (now, bool(msg.hold)))
-        if msg.hold:
-            self.last_hold_reason = msg.hold_reason
+    def matched(self, ns: str) -> bool:
+        return self.publishers[ns].get_subscription_count() > 0
 
-    def _on_echo(self, msg: Any) -> None:
-        self.echoes.setdefault(_stamp_ns(msg.header.stamp), time.perf_counter_ns())
-
-    def matched(self) -> bool:
-        """Return True when every topic of the benchmark has found its peer."""
-        return (
-            all(
-                p.get_subscription_count() > 0
-                for p in (self.joints_pub, self.objects_pub, self.instruction_pub, self.echo_pub)
-            )
-            and self.node.count_publishers("arm_command") > 0
-            and self.node.count_publishers(ECHO_OUT) > 0
-        )
-
-    def _send(self, publisher: Any) -> tuple[int, int]:
-        """Publish the joint state with a fresh unique stamp; return (stamp ns, send time perf_counter ns)."""
-        key = max(time.time_ns(), self._last_key + 1)  # the node's clock: the stamp must be current
-        self._last_key = key
-        self.joints.header.stamp.sec, self.joints.header.stamp.nanosec = divmod(key, 1_000_000_000)
-        sent = time.perf_counter_ns()
-        publisher.publish(self.joints)
-        return key, sent
-
-    def observe(self) -> tuple[int, int]:
-        """Send one observation to the policy node."""
-        return self._send(self.joints_pub)
-
-    def echo(self) -> tuple[int, int]:
-        """Send one joint state through the bare relay."""
-        return self._send(self.echo_pub)
-
-    def refresh_objects(self, force: bool = False) -> None:
-        """Publish the object states with a current stamp, at most every 100 ms unless forced."""
-        now = time.perf_counter_ns()
-        if force or now - self._last_objects >= OBJECT_PERIOD_NS:
-            self.objects.header.stamp.sec, self.objects.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
-            self.objects_pub.publish(self.objects)
-            self._last_objects = now
-
-    def spin_until(self, deadline_ns: int, done: Any = None) -> bool:
-        """Process arrivals until ``done()`` is true (returns True) or the deadline passes (returns False)."""
-        while not (done is not None and done()):
-            remaining = deadline_ns - time.perf_counter_ns()
-            if remaining <= 0:
-                return False
-            if not self.context.ok():
-                raise RuntimeError("interrupted")
-            self.executor.spin_once(timeout_sec=min(remaining, 50_000_000) / 1e9)
-        return True
+    def send(self, ns: str) -> None:
+        self.publishers[ns].publish(self.msg)
 
     def close(self) -> None:
-        """Destroy the node and the context."""
         import rclpy
 
-        self.executor.shutdown()
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
 
 
-def _wait_ready(probe: _Probe, node_proc: subprocess.Popen, log: Path, timeout: float) -> None:
-    """Feed the node until it answers an observation with a command that ran the network."""
+def _wait_ready(probe: Any, route: int, instructions: _Instructions, ns: str, proc: subprocess.Popen, log: Path,
+                timeout: float) -> None:
+    """Feed one policy node until it answers an observation with a command that ran the network."""
+    from coda_core_cpp import _rt
+
     end = time.monotonic() + timeout
     instruction_sent = -1e9
     while True:
-        if node_proc.poll() is not None:
-            raise RuntimeError(f"the policy node exited with {node_proc.returncode}; its output:\n{_log_tail(log)}")
+        if proc.poll() is not None:
+            raise RuntimeError(f"the policy node {ns} exited with {proc.returncode}; its output:\n{_log_tail(log)}")
         if time.monotonic() > end:
-            raise RuntimeError(
-                f"the policy node gave no command that ran the network within {timeout:.0f} s "
-                f"(last hold: {probe.last_hold_reason!r}); its output:\n{_log_tail(log)}"
-            )
-        if not probe.matched():
-            probe.spin_until(time.perf_counter_ns() + 100_000_000)
+            raise RuntimeError(f"the policy node {ns} gave no command that ran the network within {timeout:.0f} s "
+                               f"(its output:\n{_log_tail(log)})")
+        if not probe.matched(route) or not instructions.matched(ns):
+            probe.idle(_rt.steady_now_ns() + 100_000_000)
             continue
         if time.monotonic() - instruction_sent > 30.0:  # once, again only if the node still has none
-            probe.instruction_pub.publish(probe.instruction)
+            instructions.send(ns)
             instruction_sent = time.monotonic()
-        probe.refresh_objects(force=True)
-        key, sent = probe.observe()
-        probe.spin_until(sent + 100_000_000)  # 10 Hz: leave the starting node its CPU
-        if key in probe.commands and not probe.commands[key][1]:
+        latency, hold, _ = probe.round_trip(route, _rt.steady_now_ns(), 100_000_000)
+        if latency >= 0 and not hold:
             return
+        probe.idle(_rt.steady_now_ns() + 100_000_000)  # 10 Hz: leave the starting node its CPU
 
 
-def _wait_echo(probe: _Probe, timeout: float = 60.0) -> None:
+def _wait_relay(probe: Any, route: int, name: str, timeout: float = 60.0) -> None:
+    from coda_core_cpp import _rt
+
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        key, _ = probe.echo()
-        if probe.spin_until(time.perf_counter_ns() + 100_000_000, lambda k=key: k in probe.echoes):
+        if probe.matched(route) and probe.round_trip(route, _rt.steady_now_ns(), 100_000_000)[0] >= 0:
             return
-    raise RuntimeError(f"the bare relay did not echo within {timeout:.0f} s")
+        probe.idle(_rt.steady_now_ns() + 100_000_000)
+    raise RuntimeError(f"the {name} relay did not echo within {timeout:.0f} s")
 
 
-def _latency_phase(probe: _Probe, ticks: int, rate_hz: float) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Observations at up to ``rate_hz``, each followed half a period later by one bare echo.
+def _latency_phase(probe: Any, routes: list[int], ticks: int, rate_hz: float) -> list[list[tuple[int, bool]]]:
+    """``ticks`` periods at ``rate_hz``; in each, one round trip per route, spread evenly over the period.
 
-    Each round trip is waited for (up to ``ANSWER_TIMEOUT_NS``) before the next message is sent, so no two are
-    ever in flight together and none waits behind another; a slow answer delays the schedule instead. Returns
-    (stamp, send time) of the observations and of the echoes.
+    Each round trip is waited for (up to ``ANSWER_TIMEOUT_NS``) before the next message is sent, so no two are ever
+    in flight together; a slow answer delays the schedule instead. Returns per route (latency ns or -1, hold).
     """
+    from coda_core_cpp import _rt
+
     period = int(1e9 / rate_hz)
-    observed, echoed = [], []
-    due = time.perf_counter_ns() + period
+    slot = period // len(routes)
+    out: list[list[tuple[int, bool]]] = [[] for _ in routes]
+    due = _rt.steady_now_ns() + period
     for _ in range(ticks):
-        probe.spin_until(due)
-        key, sent = probe.observe()
-        observed.append((key, sent))
-        probe.spin_until(sent + ANSWER_TIMEOUT_NS, lambda key=key: key in probe.commands)
-        probe.refresh_objects()
-        probe.spin_until(due + period // 2)
-        key, sent = probe.echo()
-        echoed.append((key, sent))
-        probe.spin_until(sent + ANSWER_TIMEOUT_NS, lambda key=key: key in probe.echoes)
-        due = max(due + period, time.perf_counter_ns())
-    return observed, echoed
+        for k, route in enumerate(routes):
+            latency, hold, _ = probe.round_trip(route, due + k * slot, ANSWER_TIMEOUT_NS)
+            out[k].append((latency, hold))
+        due = max(due + period, _rt.steady_now_ns())
+    return out
 
 
-def _deadline_phase(probe: _Probe, rate_hz: float, seconds: float) -> tuple[int, int, list[int]]:
-    """Observations at ``rate_hz`` for ``seconds``; return (ticks, misses, latencies of the answered ones, ns)."""
-    period = int(1e9 / rate_hz)
-    count = max(1, round(seconds * rate_hz))
-    misses, latencies = 0, []
-    start = time.perf_counter_ns() + period
-    for k in range(count):
-        due = start + k * period
-        probe.spin_until(due)
-        key, sent = probe.observe()
-        if probe.spin_until(due + period, lambda key=key: key in probe.commands):
-            arrival = probe.commands[key][0]
-            latencies.append(arrival - sent)
-            misses += arrival > due + period
-        else:
-            misses += 1
-        probe.refresh_objects()
-    return count, misses, latencies
+def _stats(trips: list[tuple[int, bool]]) -> dict[str, Any]:
+    """Percentiles of the answered round trips that ran the network (policy) or echoed (relay)."""
+    answered = [(lat, hold) for lat, hold in trips if lat >= 0]
+    ran = [lat for lat, hold in answered if not hold]
+    p50, p99 = percentiles_us(ran)
+    return {
+        "latency_us_p50": round(p50, 1), "latency_us_p99": round(p99, 1),
+        "latency_us_max": round(max(ran) / 1e3, 1) if ran else float("nan"),
+        "ticks": len(ran), "ticks_sent": len(trips), "lost": sum(lat < 0 for lat, _ in trips),
+        "hold_fraction": round(sum(hold for lat, hold in answered) / max(1, len(answered)), 4),
+    }
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
-    """Start the node and the relay, run the phases of the module docstring and return the figures."""
+    """Start the nodes and relays, run the phases of the module docstring and return the figures."""
+    from coda_core_cpp import _rt
+    from coda_engine.sim import panda
+
+    load_start = _load()
     means = action_mean_timings()  # in this process, before anything else runs
     work = Path(tempfile.mkdtemp(prefix="coda-bench-control-"))
     write_version(work)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    node_cmd = [
-        sys.executable,
-        "-m",
-        "coda_policy.ros.policy_node",
-        "--ros-args",
-        "-p",
-        "trigger:=joint_states",
-        "-p",
-        f"executor:={cfg.executor}",
-        "-p",
-        f"busy_poll_s:={cfg.busy_poll_s}",
-        "-p",
-        f"family:={cfg.family}",
-        "-p",
-        f"checkpoint_root:={work}",
-        "-p",
-        f"initial_version:={VERSION}",
-    ]
-    relay_cmd = [sys.executable, "-m", "coda_policy.bench_control", "--relay", "--executor", cfg.executor]
-    node_log, relay_log = work / "policy_node.log", work / "relay.log"
-    procs: list[subprocess.Popen] = []
-    probe = None
-    load_start = os.getloadavg()[0]
+    namespaces = {path: f"/bench_{path}" for path in PATHS}
+    commands: dict[str, list[str]] = {}
+    for path in PATHS:
+        commands[f"policy_{path}"] = [
+            sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args", "-r", f"__ns:={namespaces[path]}",
+            "-p", f"control_path:={path}", "-p", "trigger:=joint_states", "-p", f"executor:={cfg.executor}",
+            "-p", f"busy_poll_s:={cfg.busy_poll_s}", "-p", f"family:={cfg.family}",
+            "-p", f"checkpoint_root:={work}", "-p", f"initial_version:={VERSION}",
+            "-p", f"realtime_priority:={cfg.realtime_priority if path == 'cpp' else 0}",
+        ]
+    commands["relay_rclpy"] = [sys.executable, "-m", "coda_policy.bench_control", "--relay", "--executor",
+                               cfg.executor]
+    commands["relay_rcl"] = [str(rcl_relay_executable()), RCL_ECHO_IN, RCL_ECHO_OUT]
+    if cfg.realtime_priority:  # the C++ path's node sets its loop thread itself; its Python side stays normal
+        chrt = [shutil.which("chrt") or "chrt", "-f", str(cfg.realtime_priority)]
+        for name in ("policy_python", "relay_rclpy", "relay_rcl"):
+            commands[name] = chrt + commands[name]
+    procs: dict[str, subprocess.Popen] = {}
+    logs = {name: work / f"{name}.log" for name in commands}
+    probe = instructions = None
     ok = False
     try:
-        with node_log.open("w") as out:
-            procs.append(subprocess.Popen(node_cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
-        with relay_log.open("w") as out:
-            procs.append(subprocess.Popen(relay_cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
-        probe = _Probe(cfg.executor)
-        _wait_ready(probe, procs[0], node_log, cfg.startup_timeout)
-        _wait_echo(probe)
-        _latency_phase(probe, cfg.warmup_ticks, cfg.latency_rate_hz)
-        probe.commands.clear()
-        probe.echoes.clear()
+        for name, cmd in commands.items():
+            with logs[name].open("w") as out:
+                procs[name] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        if cfg.realtime_priority:  # this thread, and the probe's middleware threads made from it
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(cfg.realtime_priority))
+        probe = _rt.Probe("coda_bench_control", [*panda.ARM_JOINTS, *panda.FINGER_JOINTS],
+                          [*map(float, panda.HOME_QPOS), 0.04, 0.04])
+        cdr = scene_cdr()
+        routes = {path: probe.add_policy(f"{ns}/joint_states", f"{ns}/object_states", f"{ns}/arm_command", cdr,
+                                         OBJECT_PERIOD_NS) for path, ns in namespaces.items()}
+        routes["rclpy"] = probe.add_relay(ECHO_IN, ECHO_OUT)
+        routes["rcl"] = probe.add_relay(RCL_ECHO_IN, RCL_ECHO_OUT)
+        instructions = _Instructions(list(namespaces.values()))
+        for path, ns in namespaces.items():
+            _wait_ready(probe, routes[path], instructions, ns, procs[f"policy_{path}"], logs[f"policy_{path}"],
+                        cfg.startup_timeout)
+        for name in ("rclpy", "rcl"):
+            _wait_relay(probe, routes[name], name)
+        order = [*PATHS, "rclpy", "rcl"]
+        _latency_phase(probe, [routes[name] for name in order], cfg.warmup_ticks, cfg.latency_rate_hz)
         gc.collect()
-        gc.disable()  # keep the probe's own pauses out of the figures (the node keeps its collector)
-        observed, echoed = _latency_phase(probe, cfg.ticks, cfg.latency_rate_hz)
-        answers = [probe.commands[k] for k, _ in observed if k in probe.commands]
-        latencies = [
-            probe.commands[k][0] - sent for k, sent in observed if k in probe.commands and not probe.commands[k][1]
-        ]
-        rtts = [probe.echoes[k] - sent for k, sent in echoed if k in probe.echoes]
-        deadline = {rate: _deadline_phase(probe, rate, cfg.seconds) for rate in (20.0, 100.0)}
+        gc.disable()  # keep this process's own pauses out of the figures (the nodes keep their collectors)
+        trips = dict(zip(order, _latency_phase(probe, [routes[name] for name in order], cfg.ticks,
+                                               cfg.latency_rate_hz), strict=True))
+        deadline: dict[str, dict[float, Any]] = {}
+        for path in PATHS:
+            deadline[path] = {}
+            for rate in DEADLINE_RATES:
+                latency, hold = probe.periodic(routes[path], rate, max(1, round(cfg.seconds * rate)))
+                deadline[path][rate] = (latency, hold)
         gc.enable()
-        holds = sum(hold for _, hold in probe.commands.values())
-        commands = len(probe.commands)
-        if not latencies:
-            raise RuntimeError(
-                f"the policy node only held ({len(answers)} answers, last hold: "
-                f"{probe.last_hold_reason!r}): no latency of the network was measured; its output:\n"
-                f"{_log_tail(node_log)}"
-            )
+        for path in PATHS:
+            if not any(lat >= 0 and not hold for lat, hold in trips[path]):
+                raise RuntimeError(f"the {path} path only held: no latency of the network was measured; its "
+                                   f"output:\n{_log_tail(logs[f'policy_{path}'])}")
         ok = True
     finally:
         gc.enable()
-        if probe is not None:
-            probe.close()
-        for proc in procs:
+        if cfg.realtime_priority:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        if instructions is not None:
+            instructions.close()
+        del probe
+        for proc in procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
-        for proc in procs:
+        for proc in procs.values():
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -486,34 +451,47 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
         else:
             sys.stderr.write(f"coda bench control: logs kept in {work}\n")
-    p50, p99 = percentiles_us(latencies)
-    r50, r99 = percentiles_us(rtts)
+    paths: dict[str, dict[str, Any]] = {}
+    for path in PATHS:
+        figures = _stats(trips[path])
+        for rate in DEADLINE_RATES:
+            latency, _ = deadline[path][rate]
+            answered = latency[latency >= 0].tolist()
+            figures[f"misses_{rate:g}hz"] = int(np.sum(latency < 0))
+            figures[f"ticks_{rate:g}hz"] = int(latency.size)
+            figures[f"latency_us_p99_{rate:g}hz"] = round(percentiles_us(answered)[1], 1)
+        paths[path] = figures
+    relays = {}
+    for name in ("rclpy", "rcl"):
+        figures = _stats(trips[name])
+        relays[name] = {key: figures[key] for key in ("latency_us_p50", "latency_us_p99", "latency_us_max", "lost")}
+    default = paths[PATHS[0]]
     result: dict[str, Any] = {
-        "latency_us_p50": round(p50, 1),
-        "latency_us_p99": round(p99, 1),
-        "latency_us_max": round(max(latencies) / 1e3, 1),
-        "bare_rtt_us_p50": round(r50, 1),
-        "bare_rtt_us_p99": round(r99, 1),
-        "node_overhead_us_p50": round(p50 - r50, 1),
+        "latency_us_p50": default["latency_us_p50"],
+        "latency_us_p99": default["latency_us_p99"],
+        "latency_us_max": default["latency_us_max"],
+        "ratio_to_rclpy_relay_p50": round(default["latency_us_p50"] / relays["rclpy"]["latency_us_p50"], 3),
+        "misses_100hz": default["misses_100hz"],
+        "misses_500hz": default["misses_500hz"],
+        "ticks": default["ticks"],
+        "ticks_sent": default["ticks_sent"],
+        "default_path": PATHS[0],
+        "paths": paths,
+        "relays": relays,
         "action_mean_us_cpp": means["cpp"],
         "action_mean_us_numpy": means["numpy"],
         "action_mean_us_eager": means["eager"],
-        "misses_20hz": deadline[20.0][1],
-        "misses_100hz": deadline[100.0][1],
-        "ticks": len(latencies),
-        "ticks_sent": len(observed),
-        "lost": len(observed) - len(answers),
-        "hold_fraction": round(holds / max(commands, 1), 4),
-        "ticks_20hz": deadline[20.0][0],
-        "ticks_100hz": deadline[100.0][0],
-        "latency_us_p99_100hz": round(percentiles_us(deadline[100.0][2])[1], 1),
         "executor": cfg.executor,
         "busy_poll_s": cfg.busy_poll_s,
+        "realtime_priority": cfg.realtime_priority,
         "seconds": cfg.seconds,
-        "load_avg_1min": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+        "load_avg": {"start": load_start, "end": _load()},
+        "cpus": os.cpu_count(),
     }
     result["targets"] = {key: f"{cmp} {bound:g}" for key, (cmp, bound) in TARGETS.items()}
-    result["targets_met"] = {key: bool(result[key] <= bound) for key, (_, bound) in TARGETS.items()}
+    result["targets_met"] = {
+        key: bool(result[key] <= bound if cmp == "<=" else result[key] < bound) for key, (cmp, bound) in TARGETS.items()
+    }
     return result
 
 
@@ -536,26 +514,28 @@ def main(argv: list[str] | None = None) -> int:
         "--seconds",
         type=float,
         default=defaults.seconds,
-        help="duration at 20 Hz and at 100 Hz for the deadline misses, s",
+        help="duration at 100 Hz and again at 500 Hz, per path, for the deadline misses, s",
     )
     parser.add_argument(
         "--executor",
         choices=("events", "single"),
         default=defaults.executor,
-        help="executor of the node, the relay and the probe",
+        help="executor of the Python path and of the rclpy relay",
     )
     parser.add_argument(
         "--startup-timeout",
         type=float,
         default=defaults.startup_timeout,
-        help="longest wait for the node's first command that runs the network, s",
+        help="longest wait for each node's first command that runs the network, s",
     )
     parser.add_argument(
         "--busy-poll",
         type=float,
         default=defaults.busy_poll_s,
-        help="the node polls this long after each command instead of sleeping (costs a core while it polls), s",
+        help="the Python path polls this long after each command instead of sleeping (costs a core while it polls), s",
     )
+    parser.add_argument("--realtime-priority", type=int, default=defaults.realtime_priority,
+                        help="SCHED_FIFO priority of the C++ path's loop thread (1-99; 0: normal scheduling)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)  # the bare reference process
     args = parser.parse_args(argv)
@@ -568,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
             executor=args.executor,
             startup_timeout=args.startup_timeout,
             busy_poll_s=args.busy_poll,
+            realtime_priority=args.realtime_priority,
         )
     except ValueError as exc:
         parser.error(str(exc))
@@ -582,9 +563,11 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in result.items():
         if key in ("targets", "targets_met"):
             continue
-        target = result["targets"].get(key, "")
-        status = "" if not target else ("  ok" if result["targets_met"][key] else "  MISSED")
-        print(f"{key:24s} {value!s:>16}  {target}{status}")
+        rows = [(f"{key}.{name}", item) for name, item in value.items()] if isinstance(value, dict) else [(key, value)]
+        for label, item in rows:
+            target = result["targets"].get(label, "")
+            status = "" if not target else ("  ok" if result["targets_met"][label] else "  MISSED")
+            print(f"{label:32s} {json.dumps(item):>16}  {target}{status}")
     print(f"config {json.dumps(asdict(cfg))}")
     return 0
 

@@ -17,6 +17,11 @@
   ``coda_core_cpp.ObjectTokenActor``, the same arithmetic in C++ (one call per observation), which
   :func:`compiled_action_mean` builds from it. The controller builds one per (version, instruction) off the
   control path, checked against the network: C++, else NumPy, else the eager network.
+- The same tick in C++ (``coda_core_cpp._rt.ControlTick``, run by the ``policy`` node's default control path on a
+  thread of its own over rcl): :func:`native_tick_spec` describes the kinematics, the observation layout, the stage
+  program and the limits for it, and :meth:`PolicyController.native_model` hands over the current version and
+  instruction (the C++ action mean's spec, or why there is none). This module's tick is the reference it is tested
+  against, command for command.
 """
 
 from __future__ import annotations
@@ -136,6 +141,34 @@ class PandaKinematics:
         self._qpos_adr = np.array(self.arm_q + self.finger_q)
         self._order = JointOrder(self.names)
 
+    def chain_spec(self) -> dict[str, Any]:
+        """Return the kinematic chain from the world to the tool centre point for ``coda_core_cpp``'s ``SerialChain``.
+
+        Each body from the world down to the tool site's body: its rest pose relative to its parent and its hinges
+        (anchor, axis, reference position, which of the 7 arm joints drives it); the site's offset in the last body.
+        NotImplementedError when the chain has a joint other than one of the arm's hinges.
+        """
+        mj, model = self._mj, self.model
+        arm_adr = {adr: i for i, adr in enumerate(self.arm_q)}
+        chain = []
+        body = int(model.site_bodyid[self.tcp])
+        while body != 0:
+            chain.append(body)
+            body = int(model.body_parentid[body])
+        bodies = []
+        for body in reversed(chain):
+            hinges = []
+            for j in range(int(model.body_jntadr[body]), int(model.body_jntadr[body] + model.body_jntnum[body])):
+                adr = int(model.jnt_qposadr[j])
+                if model.jnt_type[j] != mj.mjtJoint.mjJNT_HINGE or adr not in arm_adr:
+                    name = model.joint(j).name
+                    raise NotImplementedError(f"joint {name!r} on the way to the tool is not an arm hinge")
+                hinges.append({"anchor": model.jnt_pos[j].tolist(), "axis": model.jnt_axis[j].tolist(),
+                               "reference": float(model.qpos0[adr]), "q_index": arm_adr[adr]})
+            bodies.append({"pos": model.body_pos[body].tolist(), "quat": model.body_quat[body].tolist(),
+                           "hinges": hinges})
+        return {"bodies": bodies, "point": model.site_pos[self.tcp].tolist(), "num_q": len(self.arm_q)}
+
     def forward(self, names: Sequence[str], positions: Sequence[float]) -> tuple[np.ndarray, float]:
         """Return the TCP position (3,) and the finger opening (m); KeyError naming a missing joint."""
         q = self._order.pick(names, positions)
@@ -161,6 +194,8 @@ class ObservationBuilder:
             for name in ("pos", "rgb", "shape", "size"):
                 aliases[f"{alias}_{name}"] = self.layout[f"obj{slot}_{name}"]
         self.program = PotentialProgram.compile(source, aliases)
+        self.program_layout = aliases
+        """The layout the stage program was compiled with (the observation layout plus target/goal aliases)."""
         self.control_hz = cfg.control_rate_hz
         self.reset()
 
@@ -390,13 +425,13 @@ def numpy_action_mean(net: CodaPolicyNet, embedding: torch.Tensor, checks: int =
     return fn
 
 
-def compiled_action_mean(net: CodaPolicyNet, embedding: torch.Tensor,
-                         checks: int = 8) -> tuple[Callable[[np.ndarray], np.ndarray], str, str]:
-    """Return the fastest checked action mean of ``net`` for one instruction, its backend and a note.
+def action_means(net: CodaPolicyNet, embedding: torch.Tensor,
+                 checks: int = 8) -> tuple[NumpyActionMean, Callable[[np.ndarray], np.ndarray] | None, str]:
+    """Return the checked NumPy action mean of ``net`` for one instruction, the checked C++ one and a note.
 
-    ``coda_core_cpp.ObjectTokenActor`` (backend ``"cpp"``, tens of microseconds per observation) built from the
-    :class:`NumpyActionMean` (``"numpy"``), which is returned instead if the C++ one cannot be built or fails its
-    check; the note then says why (empty otherwise). Errors as :func:`numpy_action_mean`.
+    The C++ one (``coda_core_cpp.ObjectTokenActor``, built from the NumPy one's :meth:`~NumpyActionMean.spec`) is
+    None when it cannot be built or fails its check, and the note says why (empty otherwise). Errors as
+    :func:`numpy_action_mean`.
     """
     reference = numpy_action_mean(net, embedding, checks)
     try:
@@ -405,8 +440,20 @@ def compiled_action_mean(net: CodaPolicyNet, embedding: torch.Tensor,
         actor = ObjectTokenActor(reference.spec())
         check_action_mean(actor, net, embedding, checks, "C++ action mean")
     except (ImportError, ValueError, RuntimeError) as exc:
-        return reference, "numpy", f"{type(exc).__name__}: {exc}"
-    return actor, "cpp", ""
+        return reference, None, f"{type(exc).__name__}: {exc}"
+    return reference, actor, ""
+
+
+def compiled_action_mean(net: CodaPolicyNet, embedding: torch.Tensor,
+                         checks: int = 8) -> tuple[Callable[[np.ndarray], np.ndarray], str, str]:
+    """Return the fastest checked action mean of ``net`` for one instruction, its backend and a note.
+
+    ``coda_core_cpp.ObjectTokenActor`` (backend ``"cpp"``, tens of microseconds per observation) built from the
+    :class:`NumpyActionMean` (``"numpy"``), which is returned instead if the C++ one cannot be built or fails its
+    check; the note then says why (empty otherwise). Errors as :func:`numpy_action_mean`.
+    """
+    reference, actor, note = action_means(net, embedding, checks)
+    return (actor, "cpp", "") if actor is not None else (reference, "numpy", note)
 
 
 def load_version(folder: Path, expected_sha256: str = "") -> LoadedPolicy:
@@ -433,8 +480,11 @@ class PolicyController:
         self._objects: tuple[float, list[ObjectInfo], np.ndarray] | None = None  # stamp, objects, slots
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
-        self._compiled: tuple[LoadedPolicy, torch.Tensor, Callable[[np.ndarray], np.ndarray]] | None = None
-        """(version, embedding, action mean) for the current pair."""
+        self._compiled: tuple[LoadedPolicy, torch.Tensor, Callable[[np.ndarray], np.ndarray],
+                              dict[str, Any] | None] | None = None
+        """(version, embedding, action mean, the C++ action mean's spec or None) for the current pair."""
+        self._episode = 0
+        """Counts instructions: a new one restarts the task (the stage and the velocity)."""
         self.compile_error = ""
         """Why the last compilation failed (empty if it did not); ticks then run the eager network."""
         self.backend = "eager"
@@ -449,14 +499,18 @@ class PolicyController:
         if embedding.shape[1] != policy.net.cfg.instruction_dim:
             return  # tick holds with a reason
         try:
-            fn, backend, note = compiled_action_mean(policy.net, embedding)
+            reference, actor, note = action_means(policy.net, embedding)
         except Exception as exc:  # any failure leaves the (correct) eager path in use
             self.compile_error = f"{type(exc).__name__}: {exc}"
             self.backend, self.backend_note = "eager", ""
             return
         self.compile_error = ""
-        self.backend, self.backend_note = backend, note
-        self._compiled = (policy, embedding, fn)
+        if actor is not None:
+            self.backend, self.backend_note = "cpp", ""
+            self._compiled = (policy, embedding, actor, reference.spec())
+        else:
+            self.backend, self.backend_note = "numpy", note
+            self._compiled = (policy, embedding, reference, None)
 
     def swap(self, policy: LoadedPolicy) -> None:
         """Make ``policy`` the one used from the next tick on (a single reference assignment).
@@ -478,6 +532,7 @@ class PolicyController:
             with self._lock:
                 self._instruction = text
                 self._embedding = tensor
+                self._episode += 1
                 self.builder.reset()
 
     @property
@@ -485,6 +540,32 @@ class PolicyController:
         """True when the next tick with the current version and instruction runs the compiled action mean."""
         compiled = self._compiled
         return compiled is not None and compiled[0] is self.policy and compiled[1] is self._embedding
+
+    def native_model(self) -> dict[str, Any]:
+        """Return the current version and instruction as the C++ tick's model (``coda_core_cpp._rt``'s hand-over).
+
+        The same holds as :meth:`tick` (no version, no instruction, an embedding that does not fit); the action mean
+        is the C++ one built for this pair (its spec), or None with the reason the C++ tick then holds with (the
+        C++ action mean failed to build or its check, or ``use_compiled`` is off). Call it after :meth:`swap` and
+        :meth:`set_instruction`, from the thread that calls them.
+        """
+        with self._lock:
+            policy, embedding, episode = self.policy, self._embedding, self._episode
+        compiled = self._compiled
+        fits = policy is None or embedding is None or embedding.shape[1] == policy.net.cfg.instruction_dim
+        spec, unavailable = None, ""
+        if policy is not None and embedding is not None and fits:
+            if compiled is not None and compiled[0] is policy and compiled[1] is embedding and compiled[3] is not None:
+                spec = compiled[3]
+            else:
+                why = self.backend_note or self.compile_error or "compiled action means are off (use_compiled)"
+                unavailable = f"no C++ action mean for this version: {why}"
+        return {
+            "has_policy": policy is not None, "has_instruction": embedding is not None, "instruction_fits": fits,
+            "episode": episode, "version": policy.version if policy else "", "sha256": policy.sha256 if policy else "",
+            "net_max_delta": float(policy.net.cfg.max_delta) if policy else 0.05, "actor": spec,
+            "unavailable": unavailable,
+        }
 
     def set_arm(self, stamp: float, ee_pos: np.ndarray, gripper: float) -> None:
         """Latest arm state (stamp in s) as tool centre point and finger opening."""
@@ -532,3 +613,20 @@ class PolicyController:
         delta = np.clip(action[:3] * policy.net.cfg.max_delta, -limit, limit)
         gripper = float(np.clip(action[3], -1.0, 1.0))
         return Command(delta, gripper, False, "", int(self.builder.stage), policy.version, policy.sha256)
+
+
+def native_tick_spec(cfg: ControlConfig, builder: ObservationBuilder, kinematics: PandaKinematics) -> dict[str, Any]:
+    """Return the spec of ``coda_core_cpp._rt.ControlTick`` (and ``ControlLoop``) for this configuration.
+
+    The settings of ``cfg``, the observation layout and stage program of ``builder`` and the kinematic chain and
+    joint names of ``kinematics``: with it the C++ tick decides as :meth:`PolicyController.tick` does.
+    """
+    layout = builder.layout
+    return {
+        "control_rate_hz": float(cfg.control_rate_hz), "max_input_age": float(cfg.max_input_age),
+        "max_delta": float(cfg.max_delta), "obs_dim": int(builder.obs_dim),
+        "slot_base": [int(layout[f"obj{k}_pos"][0]) for k in range(builder.max_objects)],
+        "stage_col": int(layout["stage_index"][0]), "program": builder.program.source,
+        "program_layout": {name: (int(o), int(n)) for name, (o, n) in builder.program_layout.items()},
+        "chain": kinematics.chain_spec(), "joint_names": list(kinematics.names),
+    }

@@ -161,3 +161,138 @@ def test_policy_node_fetches_the_versions_this_machine_lacks(tmp_path, rclpy_nod
     assert server.sent == {"v1": 1, "v2": 1}
     for name, digest in digests.items():
         assert file_sha256(cache / digest[:16] / name / MODEL_FILE) == digest
+
+
+class _TwoPaths:
+    """Feeds the same observations to a policy node per control path (namespaces ``/<path>``); pairs the answers."""
+
+    def __init__(self, node: Any, paths: tuple[str, ...]) -> None:
+        import rclpy
+
+        self.node, self.paths = node, paths
+        self.answers: dict[str, dict[int, ArmCommand]] = {p: {} for p in paths}
+        self.pubs: dict[str, dict[str, Any]] = {}
+        for p in paths:
+            self.pubs[p] = {
+                "joints": node.create_publisher(JointState, f"/{p}/joint_states", 10),
+                "objects": node.create_publisher(ObjectStates, f"/{p}/object_states", 10),
+                "instruction": node.create_publisher(String, f"/{p}/instruction", 10),
+                "version": node.create_publisher(PolicyVersion, f"/{p}/policy_version", 10),
+            }
+            node.create_subscription(ArmCommand, f"/{p}/arm_command",
+                                     lambda msg, p=p: self.answers[p].setdefault(self._key(msg.header.stamp), msg), 100)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(node)
+        self._used: set[int] = set()
+
+    @staticmethod
+    def _key(stamp: Any) -> int:
+        return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+    def spin(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=0.01)
+
+    def publish(self, what: str, msg: Any) -> None:
+        for p in self.paths:
+            self.pubs[p][what].publish(msg)
+
+    def joints(self, names: list[str], positions: list[float], age: float = 0.0, answer: bool = True,
+               timeout: float = 30.0) -> dict[str, ArmCommand] | None:
+        """Send one joint state (stamped ``age`` s ago) to every node; return each node's command for it.
+
+        AssertionError when a command does not come within ``timeout`` s.
+        """
+        key = time.time_ns() - int(age * 1e9)
+        while key in self._used:  # every stamp names one observation
+            key += 1
+        self._used.add(key)
+        msg = JointState(name=names, position=positions)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(key, 1_000_000_000)
+        self.publish("joints", msg)
+        if not answer:
+            self.spin(0.2)
+            return None
+        end = time.monotonic() + timeout
+        while not all(key in self.answers[p] for p in self.paths):
+            assert time.monotonic() < end, f"no arm_command for the joint state stamped {key}"
+            self.executor.spin_once(timeout_sec=0.01)
+        return {p: self.answers[p][key] for p in self.paths}
+
+    def probe_until(self, names: list[str], positions: list[float], done: Callable[[ArmCommand], bool],
+                    timeout: float = 60.0) -> None:
+        """Send stale joint states (held, so the task state stays as it is) until every node's answer is ``done``."""
+        end = time.monotonic() + timeout
+        answers: dict[str, ArmCommand] = {}
+        while True:
+            try:
+                answers = self.joints(names, positions, age=120.0, timeout=1.0) or {}
+            except AssertionError:  # not matched yet, or still starting
+                answers = {}
+            if answers and all(done(a) for a in answers.values()):
+                return
+            assert time.monotonic() < end, {p: a.hold_reason for p, a in answers.items()}
+            self.spin(0.1)
+
+
+def _command(msg: ArmCommand) -> tuple:
+    """Return an ArmCommand as comparable values (the age in a stale reason depends on when it was read)."""
+    import re
+
+    reason = re.sub(r"stale: \d+\.\d{3} s old", "stale: _ s old", msg.hold_reason)
+    return (msg.hold, reason, msg.stage, msg.policy_version, msg.policy_sha256)
+
+
+def test_cpp_and_python_paths_command_alike_over_dds(tmp_path, rclpy_node, start_process, tiny_policy_config):
+    """The same recorded observations through a node per control path: the same commands, holds and reasons."""
+    for seed, name in ((0, "v1"), (1, "v2")):
+        save_checkpoint(tmp_path / name, build_policy(tiny_policy_config, seed).net.eval(), name)
+    paths = ("cpp", "python")
+    for path in paths:
+        start_process([sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args", "-r", f"__ns:=/{path}",
+                       "-p", f"control_path:={path}", "-p", "trigger:=joint_states", "-p", "family:=pick_place",
+                       "-p", "max_delta_m:=0.005", "-p", "max_input_age_s:=60.0",
+                       "-p", f"checkpoint_root:={tmp_path}", "-p", "initial_version:=v1"])
+    rng = np.random.default_rng(5)
+    arm = SimArm()
+    arm.reset(generate("pick_place", rng, SceneParams(num_distractors=(2, 2))))
+    names = list(SimArm.joint_names)
+    home = [float(q) for q in arm.joint_positions()]
+    cell = _TwoPaths(rclpy_node, paths)
+    # both nodes up, v1 loaded; then the scene's objects and the instruction, each confirmed by held answers
+    cell.probe_until(names, home, lambda c: c.hold_reason == "no instruction" and c.policy_version == "v1")
+    cell.publish("objects", _object_states(arm, rclpy_node.get_clock().now().to_msg()))
+    cell.publish("instruction", String(data="put the red cube in the bin"))
+    cell.probe_until(names, home, lambda c: "joint_states stale" in c.hold_reason)
+    pairs = []
+    for k in range(40):
+        arm.step(np.concatenate([rng.uniform(-0.02, 0.02, 3), rng.uniform(-1, 1, 1)]))
+        q = [float(x) for x in arm.joint_positions()]
+        if k == 12:
+            q[1] = math.nan  # holds twice: this observation and the next one's velocity
+        if k == 18:
+            pairs.append(cell.joints(names, q, age=90.0))  # stale
+        if k == 24:  # a new version mid-stream, taken by both before the next observation
+            digest = file_sha256(tmp_path / "v2" / MODEL_FILE)
+            cell.publish("version", PolicyVersion(version_id="v2", checkpoint_uri="v2", checkpoint_sha256=digest))
+            cell.probe_until(names, q, lambda c: c.policy_version == "v2")
+        if k == 30:
+            cell.joints(names[:-1], q[:-1], answer=False)  # a finger missing: ignored by both, no command
+        if k == 33:  # the driver's own order
+            order = list(reversed(range(len(names))))
+            pairs.append(cell.joints([names[i] for i in order], [q[i] for i in order]))
+        else:
+            pairs.append(cell.joints(names, q))
+    for i, pair in enumerate(pairs):
+        cpp, python = pair["cpp"], pair["python"]
+        assert _command(cpp) == _command(python), f"observation {i}: {_command(cpp)} != {_command(python)}"
+        for axis in "xyz":
+            assert abs(getattr(cpp.delta, axis) - getattr(python.delta, axis)) <= 1e-6, f"observation {i}"
+        assert abs(cpp.gripper - python.gripper) <= 1e-6, f"observation {i}"
+    reasons = [pair["cpp"].hold_reason for pair in pairs]
+    assert reasons.count("non-finite input in the observation") == 2
+    assert sum("joint_states stale" in r for r in reasons) == 1
+    ran = [pair["cpp"] for pair in pairs if not pair["cpp"].hold]
+    assert len(ran) >= 35 and {c.policy_version for c in ran} == {"v1", "v2"}
+    assert any(max(abs(c.delta.x), abs(c.delta.y), abs(c.delta.z)) == pytest.approx(0.005) for c in ran)

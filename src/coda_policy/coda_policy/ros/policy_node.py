@@ -23,9 +23,23 @@ version whose folder is not here with the announced model hash, ``initial_versio
 cache (``checkpoint_cache``, shared with the bridges of this machine) or fetched once, checked and cached
 (:mod:`coda_engine.checkpoint_share`).
 
-The logic lives in :mod:`coda_policy.control`; this node only converts and schedules. Each tick runs the
+Two control paths, chosen by ``control_path``; both decide exactly alike (tested command for command):
+
+- ``cpp`` (default): the control loop runs on a C++ thread of its own (``coda_core_cpp._rt.ControlLoop``) that
+  talks to rcl directly, with a node of its own (``<name>_control``, same namespace): it takes ``joint_states`` and
+  ``object_states``, computes forward kinematics, the observation and the stage, runs the C++ action mean, clips,
+  holds, and publishes ``arm_command``, waiting in an rcl wait set with a timeout (the next tick's deadline, or
+  100 ms when ticking on ``joint_states``). That thread never takes Python's GIL. This node keeps the rest:
+  parameters, instructions (embedded here), version loading; each (version, instruction) is handed over as one
+  model that the loop swaps in between two ticks. Hold reasons are logged from the loop's status at 4 Hz.
+- ``python``: the same tick in this process (:class:`coda_policy.control.PolicyController`) on the rclpy executor;
+  the reference, and the fallback where the C++ extension's rcl part cannot be loaded. ``busy_poll_s`` and
+  ``executor`` apply to this path.
+
+The logic lives in :mod:`coda_policy.control`; this node only converts and schedules. The Python path runs the
 controller's compiled action mean (C++ ``coda_core_cpp.ObjectTokenActor``, else NumPy; rebuilt per version and
-instruction, checked against the network; the eager network is the last fallback). ``busy_poll_s`` > 0 trades a
+instruction, checked against the network; the eager network is the last fallback); the C++ path needs the C++ one
+and holds, saying why, for a version without it. ``busy_poll_s`` > 0 trades a
 CPU core for latency: after each command the node polls for the next input for that long instead of sleeping.
 Torch runs on one intra-op thread without oneDNN:
 for a single observation through this small network both only add overhead (oneDNN's GELU costs several times
@@ -53,7 +67,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from coda_msgs.msg import ArmCommand, ObjectStates, PolicyVersion
-from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version
+from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version, native_tick_spec
 from coda_policy.ros.convert import checkpoint_folder, fill_command_msg, objects_from_msg, stamp_seconds
 
 PARAMETERS: dict[str, tuple[object, str]] = {
@@ -70,6 +84,10 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "trigger": ("timer", "'timer': command at control_rate_hz; 'joint_states': one command per joint_states message"),
     "executor": ("single", "'single' (SingleThreadedExecutor) or 'events' (rclpy's EventsExecutor, lower latency)"),
     "busy_poll_s": (0.0, "after each command keep polling for input this long instead of sleeping (0: off), s"),
+    "control_path": ("cpp", "'cpp': the control loop on a C++ thread over rcl (no Python per tick); 'python': "
+                            "the same tick on this node's executor (the reference)"),
+    "realtime_priority": (0, "control_path 'cpp': run the loop thread SCHED_FIFO at this priority (1-99; needs "
+                              "CAP_SYS_NICE or an rtprio limit, else it runs normally scheduled and says so); 0: off"),
     "robot_config": ("", "a real arm's robot file (as arm_bridge's): its joint names, joint_states and perception "
                          "topics and control rate replace the defaults (empty: the engine's Panda names)"),
 }
@@ -115,26 +133,73 @@ class PolicyNode(Node):
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader")
         self._embedder = None
         self._last_reason = None
-        self.publisher = self.create_publisher(ArmCommand, "arm_command", 10)
-        self._command = ArmCommand()  # filled and published every tick (publish serialises it at once)
-        self.create_subscription(JointState, joints_topic, self.on_joint_states, 10)
-        self.create_subscription(ObjectStates, objects_topic, self.on_object_states, 10)
-        self.create_subscription(String, "instruction", self.on_instruction, 10)
-        self.create_subscription(PolicyVersion, "policy_version", self.on_policy_version, 10)
+        self.control_path = str(value["control_path"])
+        if self.control_path not in ("cpp", "python"):
+            raise ValueError(f"parameter control_path={self.control_path!r} must be 'cpp' or 'python'")
         self.trigger = str(value["trigger"])
         if self.trigger not in ("timer", "joint_states"):
             raise ValueError(f"parameter trigger={self.trigger!r} must be 'timer' or 'joint_states'")
-        self._obs_stamp = None
         self.busy_poll_ns = int(float(value["busy_poll_s"]) * 1e9)
         if self.busy_poll_ns < 0:
             raise ValueError(f"parameter busy_poll_s={value['busy_poll_s']} must be >= 0")
         self.poll_until_ns = 0
         """Until this time.monotonic_ns() the main loop polls instead of blocking (see ``busy_poll_s``)."""
-        if self.trigger == "timer":
-            self.timer = self.create_timer(1.0 / self.config.control_rate_hz, self.on_tick)
+        self.loop = None
+        """The C++ control loop (control_path 'cpp'), else None."""
+        if self.control_path == "cpp":
+            self.busy_poll_ns = 0  # nothing to poll for here: the loop waits in its own thread
+            self._start_loop(joints_topic, objects_topic)
+        else:
+            self.publisher = self.create_publisher(ArmCommand, "arm_command", 10)
+            self._command = ArmCommand()  # filled and published every tick (publish serialises it at once)
+            self.create_subscription(JointState, joints_topic, self.on_joint_states, 10)
+            self.create_subscription(ObjectStates, objects_topic, self.on_object_states, 10)
+            self._obs_stamp = None
+            if self.trigger == "timer":
+                self.timer = self.create_timer(1.0 / self.config.control_rate_hz, self.on_tick)
+        self.create_subscription(String, "instruction", self.on_instruction, 10)
+        self.create_subscription(PolicyVersion, "policy_version", self.on_policy_version, 10)
         if value["initial_version"]:
             version = str(value["initial_version"])
             self.worker.submit(self._load, version, Path(self.checkpoint_root) / version, "")
+
+    def _start_loop(self, joints_topic: str, objects_topic: str) -> None:
+        """Start the C++ control loop on this node's topics (resolved here: remappings and namespace apply)."""
+        from coda_core_cpp import _rt
+
+        options = {
+            "node_name": f"{self.get_name()}_control", "node_namespace": self.get_namespace(),
+            "joint_states_topic": self.resolve_topic_name(joints_topic),
+            "object_states_topic": self.resolve_topic_name(objects_topic),
+            "arm_command_topic": self.resolve_topic_name("arm_command"),
+            "tick_on_joint_states": self.trigger == "joint_states", "rate_hz": float(self.config.control_rate_hz),
+            "realtime_priority": int(self.get_parameter("realtime_priority").value),
+        }
+        spec = native_tick_spec(self.config, self.controller.builder, self.kinematics)
+        self.loop = _rt.ControlLoop(spec, options)
+        self.loop.set_model(self.controller.native_model())
+        self.loop.start()
+        self._loop_status = {"reason_changes": 0, "ignored_joint_messages": 0, "error": "", "realtime": "off"}
+        self.create_timer(0.25, self.on_loop_status)
+        rate = "per joint_states" if self.trigger == "joint_states" else f"{self.config.control_rate_hz:g} Hz"
+        self.get_logger().info(f"control loop in C++ over rcl: {options['joint_states_topic']} + "
+                               f"{options['object_states_topic']} -> {options['arm_command_topic']} ({rate})")
+
+    def on_loop_status(self) -> None:
+        """Log what the C++ loop did since the last look: hold reasons that changed, ignored inputs, a failure."""
+        stats, seen = self.loop.stats(), self._loop_status
+        if stats["reason_changes"] != seen["reason_changes"]:
+            if stats["reason"] and stats["reason"] != self._last_reason:
+                self.get_logger().warning(f"holding: {stats['reason']}")
+            self._last_reason = stats["reason"]
+        if stats["ignored_joint_messages"] != seen["ignored_joint_messages"]:
+            self.get_logger().warning(f"joint_states ignored: {stats['ignored']}", throttle_duration_sec=5.0)
+        if stats["error"] and stats["error"] != seen["error"]:
+            self.get_logger().error(f"the control loop stopped: {stats['error']}")
+        if stats["realtime"] != seen["realtime"]:
+            log = self.get_logger().warning if "refused" in stats["realtime"] else self.get_logger().info
+            log(f"control loop scheduling: {stats['realtime']}")
+        self._loop_status = {key: stats[key] for key in seen}
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -169,6 +234,8 @@ class PolicyNode(Node):
 
             self._embedder = embedder()
         self.controller.set_instruction(text, self._embedder.embed_one(text))
+        if self.loop is not None:
+            self.loop.set_model(self.controller.native_model())
         gc.freeze()
         self.get_logger().info(f"instruction: {text!r}{self._compile_note()}")
 
@@ -210,6 +277,8 @@ class PolicyNode(Node):
             self.get_logger().error(f"policy version in {folder} not loaded: {exc}")
             return
         self.controller.swap(loaded)
+        if self.loop is not None:
+            self.loop.set_model(self.controller.native_model())
         gc.freeze()
         self.get_logger().info(f"policy version {loaded.version} active{self._compile_note()}")
 
@@ -235,8 +304,10 @@ class PolicyNode(Node):
             self._last_reason = cmd.reason
 
     def destroy_node(self) -> None:
-        """Stop the loader thread, then the node."""
+        """Stop the loader thread and the C++ control loop, then the node."""
         self.worker.shutdown(wait=False, cancel_futures=True)
+        if self.loop is not None:
+            self.loop.stop()
         super().destroy_node()
 
 
