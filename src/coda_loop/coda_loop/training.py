@@ -1,0 +1,259 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The train step of a round (part of :class:`coda_loop.rounds.CoevolutionLoop`).
+
+Round 0: expert demonstrations and the SFT policy (or both reused from ``base_from``). Round r >= 1: one
+demonstration per generated scene (from the scene's start, or corrective: the state-based expert taking over
+where the critic says the policy's failure began), behaviour cloning on every demonstration so far (optionally
+focused on the round's own, optionally gated against its parent), then PPO on the family with the most failures
+(optionally starting at the diagnosed stage, shaped by the round's potential with Text2potential), kept only if
+it does better on new scenes. Pure module: no rclpy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coda_engine.episodes import SOURCE_REAL
+from coda_engine.sim.scene import Scene
+from coda_loop.config import LoopConfig
+from coda_loop.files import atomic_json
+
+
+class TrainStep:
+    """The train step; a base of :class:`~coda_loop.rounds.CoevolutionLoop`, whose state and helpers it uses."""
+
+    config: LoopConfig
+    store: Any
+    run_dir: Path
+    ckpt_root: Path
+    demo_dir: Path
+
+    def _step_train(self, r: int) -> dict[str, Any]:
+        return self._train_base() if r == 0 else self._train_round(r)
+
+    def _train_base(self) -> dict[str, Any]:
+        from coda_policy.data import DemoSet, collect
+        from coda_policy.model import PolicyConfig
+        from coda_policy.sft import SFTConfig, train_sft
+
+        cfg = self.config
+        version = "r000-sft"
+        demo_file = self.demo_dir / "r000.npz"
+        if cfg.base_from:
+            base = Path(cfg.base_from)
+            shutil.copytree(base / "checkpoints" / version, self.ckpt_root / version, dirs_exist_ok=True)
+            shutil.copy2(base / "demos" / "r000.npz", demo_file)
+            seconds = 0.0
+        else:
+            demos = collect(cfg.families, cfg.base_demos_per_family, self._rng(0, 0), "id", self.embedder,
+                            PolicyConfig().max_delta)
+            tmp = self.demo_dir / "r000.tmp.npz"
+            demos.save(tmp)
+            os.replace(tmp, demo_file)
+            sft = SFTConfig(families=cfg.families, episodes_per_family=cfg.base_demos_per_family,
+                            steps=cfg.base_sft_steps, eval_episodes=0, seed=cfg.seed, output_dir=self.ckpt_root,
+                            version_id=version, num_threads=cfg.torch_threads, progress=False)
+            result = train_sft(sft, self.embedder, DemoSet.load(demo_file))
+            seconds = result.seconds
+        self.store.put_policy_version(0, version_id=version, checkpoint_dir=self.ckpt_root / version, parent="",
+                                      metrics={"trainer": "sft", "steps": cfg.base_sft_steps, "seconds": seconds})
+        return {"version": version, "demos": [demo_file.name], "new_demos": cfg.base_demos_per_family * len(
+            cfg.families), "seconds": round(seconds, 1)}
+
+    def _train_round(self, r: int) -> dict[str, Any]:
+        import torch
+
+        from coda_policy.checkpoint import load_policy, save_checkpoint
+        from coda_policy.data import DemoSet, concat, from_episodes
+        from coda_policy.metrics import MetricsLog
+        from coda_policy.model import CodaPolicy
+        from coda_policy.sft import SFTConfig, fit_bc
+
+        cfg = self.config
+        start = time.time()
+        parent = self.current_version(r)
+        gen = self.output(r, "generate")
+        net, _ = load_policy(self.ckpt_root / parent)
+        scenes = self._scenes(gen["scene_ids"])
+        if cfg.max_new_demos:
+            scenes = scenes[:cfg.max_new_demos]
+        demo_file = self.demo_dir / f"r{r:03d}.npz"
+        corrective_file = self.demo_dir / f"r{r:03d}.corrective.json"
+        if not demo_file.is_file():
+            demos, corrective = self._demonstrations(r, scenes, parent)
+            new = from_episodes(demos, cfg.families, self.embedder, net.cfg.max_delta)
+            if corrective is not None:
+                atomic_json(corrective_file, corrective)
+            if new is not None:
+                tmp = self.demo_dir / f"r{r:03d}.tmp.npz"
+                new.save(tmp)
+                os.replace(tmp, demo_file)
+        files = sorted(p for p in self.demo_dir.glob("r[0-9][0-9][0-9].npz") if int(p.stem[1:]) <= r)
+        sets = [DemoSet.load(p) for p in files]
+        new_demos = sets[-1].num_episodes if files and files[-1] == demo_file else 0
+        train_set, val_set = concat(sets).split(0.1, self._rng(r, 2))
+        version = f"r{r:03d}-bc"
+        policy = CodaPolicy(net)
+        torch.set_num_threads(cfg.torch_threads)
+        sft = SFTConfig(families=cfg.families, steps=max(cfg.finetune_steps, 1), progress=False,
+                        seed=cfg.seed, output_dir=self.ckpt_root, version_id=version)
+        folder = self.ckpt_root / version
+        log = MetricsLog(folder / "metrics.jsonl")
+        bc_loss = None
+        focus = None
+        if new_demos and cfg.spec.focus_share:  # the latest round's demonstrations: the last episodes of the set
+            first_new = sum(s.num_episodes for s in sets[:-1])
+            focus = torch.from_numpy(np.flatnonzero(train_set.episode >= first_new))
+        if cfg.finetune_steps:
+            _, bc_loss = fit_bc(policy, train_set.tensors(), val_set.tensors(), cfg.finetune_steps, cfg.finetune_lr,
+                                sft, log, torch.Generator().manual_seed(cfg.seed * 1000 + r), f"round {r} bc",
+                                warmup_steps=cfg.finetune_warmup, focus=focus,
+                                focus_share=cfg.spec.focus_share if focus is not None else 0.0)
+        log.close()
+        policy.net.eval()
+        save_checkpoint(folder, policy.net, version, {"trainer": "loop-bc", "round": r, "parent": parent})
+        out: dict[str, Any] = {"bc_version": version, "version": version, "new_demos": new_demos,
+                               "demo_episodes": sum(s.num_episodes for s in sets), "bc_val_loss": bc_loss,
+                               "new_demo_steps": len(focus) if focus is not None else None,
+                               "focus_share": cfg.spec.focus_share if focus is not None else 0.0}
+        if corrective_file.is_file():
+            out["corrective"] = json.loads(corrective_file.read_text())
+        if cfg.bc_gate_episodes and cfg.finetune_steps:
+            out["bc_gate"] = gate = self._bc_gate(r, parent, version)
+            if not gate["kept"]:
+                out["version"], folder = parent, self.ckpt_root / parent
+        if out["version"] == version:
+            self.store.put_policy_version(r, version_id=version, checkpoint_dir=folder, parent=parent,
+                                          metrics={"trainer": "bc", "steps": cfg.finetune_steps, "val_loss": bc_loss,
+                                                   "demo_episodes": out["demo_episodes"],
+                                                   **({"bc_gate": out["bc_gate"]} if "bc_gate" in out else {})})
+        family = self.output(r, "programs").get("rl_family", "")
+        if cfg.rl_env_steps and family:
+            out["rl"] = rl = self._rl(r, family, folder)
+            if rl["kept"]:
+                out["version"] = rl["version"]
+        out["seconds"] = round(time.time() - start, 1)
+        return out
+
+    def _demonstrations(self, r: int, scenes: list[Scene], version: str) -> tuple[list[Any], dict[str, Any] | None]:
+        """Return one demonstration per scene (episodes with observations and actions) and corrective statistics.
+
+        Without corrective demonstrations every scene is demonstrated by the expert from its start. With them, a
+        scene the policy ``version`` failed, with a diagnosed failed stage, is demonstrated by the state-based
+        expert taking over from the policy at that stage; where it does not finish the task, the expert
+        demonstrates the scene from its start instead (one demonstration per scene either way).
+        """
+        cfg = self.config
+        if not cfg.spec.corrective:
+            return self._local_episodes(scenes, "expert", f"r{r:03d}-demo"), None
+        takeovers = self._takeovers(r)
+        jobs = [(i, s, takeovers[s.scene_id]) for i, s in enumerate(scenes) if s.scene_id in takeovers]
+        results = self._corrective_episodes([(s, t) for _, s, t in jobs], version)
+        demos: dict[int, Any] = {}
+        modes: Counter[str] = Counter()
+        for (i, _, (_, mode)), result in zip(jobs, results, strict=True):
+            modes[f"{mode}:{'recovered' if result.success else 'not_recovered'}"] += 1
+            if result.success and len(result.actions):
+                demos[i] = result
+        rest = [i for i in range(len(scenes)) if i not in demos]
+        for i, ep in zip(rest, self._local_episodes([scenes[i] for i in rest], "expert", f"r{r:03d}-demo"),
+                         strict=True):
+            demos[i] = ep
+        recovered = [d for d in demos.values() if hasattr(d, "takeover")]
+        stats = {"failed_scenes": len(jobs), "recovered": len(recovered),
+                 "expert_from_start": len(rest), "by_mode": dict(sorted(modes.items())),
+                 "takeover_steps": [int(d.takeover) for d in recovered],
+                 "corrective_steps": int(sum(len(d.actions) for d in recovered)),
+                 "margin": cfg.corrective_margin, "relabel": cfg.corrective_relabel}
+        return [demos[i] for i in range(len(scenes))], stats
+
+    def _takeovers(self, r: int) -> dict[str, tuple[int, str]]:
+        """Return scene id -> (takeover step, failure mode) of every failed simulated episode of round ``r``.
+
+        The takeover is where its failure began when the critic could tell, else where it entered the failed stage.
+        """
+        from coda_policy.corrective import takeover_step
+
+        out: dict[str, tuple[int, str]] = {}
+        for d in self._diagnoses(r):
+            if not d.is_failure or d.failed_stage < 0 or d.scene_id in out:
+                continue
+            record = self.store.get("episode", d.episode_ids[0])
+            if record is None or record.payload.get("source", 0) == SOURCE_REAL:
+                continue
+            samples = record.payload.get("samples") or []
+            step = takeover_step([int(x["step"]) for x in samples], [int(x["stage"]) for x in samples],
+                                 d.failed_stage, self.config.corrective_margin, d.failure_step)
+            out[d.scene_id] = (step, d.failure_mode)
+        return out
+
+    def _corrective_episodes(self, jobs: list[tuple[Scene, tuple[int, str]]], version: str) -> list[Any]:
+        """Run the corrective demonstrations (scene, (takeover, mode)) on the local workers."""
+        from coda_loop.workers import run_corrective_local
+
+        relabel = self.config.corrective_relabel
+        if self.config.workers == 0:
+            return [run_corrective_local(s, version, str(self.ckpt_root), t, relabel) for s, (t, _) in jobs]
+        futures = [self.runner.pool.submit(run_corrective_local, s, version, str(self.ckpt_root), t,  # type: ignore[union-attr]
+                                           relabel) for s, (t, _) in jobs]
+        return [f.result() for f in futures]
+
+    def _bc_gate(self, r: int, parent: str, version: str) -> dict[str, Any]:
+        """Score the round's BC update and the policy it started from on the same new ``id`` scenes, per family."""
+        from coda_engine.sim.generator import generate
+        from coda_engine.sim.scene import SceneParams
+
+        cfg = self.config
+        rng = self._rng(r, 7)
+        scenes = [generate(family, rng, SceneParams(split="id")) for family in cfg.families
+                  for _ in range(cfg.bc_gate_episodes)]
+        rates = {}
+        for name in (parent, version):
+            episodes = self._local_episodes(scenes, name, f"r{r:03d}-gate-{name}")
+            rates[name] = {family: float(np.mean([e.success for s, e in zip(scenes, episodes, strict=True)
+                                                  if s.family == family])) for family in cfg.families}
+        before, after = (float(np.mean(list(rates[n].values()))) for n in (parent, version))
+        return {"before": before, "after": after, "kept": after >= before - cfg.bc_gate_tolerance,
+                "per_family_before": rates[parent], "per_family_after": rates[version],
+                "episodes_per_family": cfg.bc_gate_episodes}
+
+    def _rl(self, r: int, family: str, init_from: Path) -> dict[str, Any]:
+        from coda_policy.rl import RLConfig, train_rl
+
+        cfg = self.config
+        program = ""
+        programs = self.output(r, "programs").get("potentials", {})
+        if cfg.uses_potentials and family in programs:
+            program = self.store.get("potential_program", programs[family]).payload["source"]  # type: ignore[union-attr]
+        version = f"r{r:03d}-rl"
+        n_envs, n_steps = 8, 32
+        rollouts = max(1, -(-cfg.rl_env_steps // (n_envs * n_steps)))
+        stage = int(self.output(r, "programs").get("rl_stage", 0)) if cfg.rl_stage_share > 0 else 0
+        rl_cfg = RLConfig(family=family, program=program, shaping=cfg.uses_potentials, n_envs=n_envs, n_steps=n_steps,
+                          start_stage=stage, start_stage_share=cfg.rl_stage_share,
+                          total_env_steps=cfg.rl_env_steps, init_from=str(init_from),
+                          value_warmup_rollouts=max(1, rollouts // 4), eval_episodes=cfg.rl_eval_episodes,
+                          seed=cfg.seed * 1000 + r, output_dir=self.ckpt_root, version_id=version,
+                          num_threads=cfg.torch_threads, progress=False, resume=False)
+        result = train_rl(rl_cfg, self.embedder)
+        before = result.eval_success_init if result.eval_success_init is not None else 0.0
+        after = result.eval_success if result.eval_success is not None else 0.0
+        kept = cfg.rl_eval_episodes == 0 or after > before  # PPO changes the shared network: keep it only for a gain
+        if kept:
+            self.store.put_policy_version(r, version_id=version, checkpoint_dir=result.folder, parent=init_from.name,
+                                          metrics={"trainer": "ppo", "family": family, "shaped": cfg.uses_potentials,
+                                                   "env_steps": result.env_steps, "success_before": before,
+                                                   "success_after": after})
+        return {"version": version, "family": family, "shaped": bool(program) or cfg.uses_potentials,
+                "start_stage": stage,
+                "program": program.splitlines()[0] if program else "", "success_before": before,
+                "success_after": after, "kept": kept, "seconds": round(result.seconds, 1)}
