@@ -28,7 +28,7 @@ METHODS = ["sft", "closed_loop", "coda"]
 
 def _args(out: Path) -> argparse.Namespace:
     return argparse.Namespace(preset="tiny", seeds=1, first_seed=1, methods=METHODS, workers=1, out=out, quiet=True,
-                              json=True)
+                              json=True, combine=None)
 
 
 def _last_round_progress(db: Path) -> dict[str, float]:
@@ -108,6 +108,28 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
     assert "corrective" not in analyze_run(out / "seed1" / "closed_loop")["rounds"][1]
     with pytest.raises(ValueError, match="not a run folder"):
         analyze_run(tmp_path)
+
+    # --combine: result files of experiments over other seeds merge into the table over all seeds
+    other = json.loads((out / "results.json").read_text())
+    other["runs"] = {m: {"2": {**by_seed["1"], "final": {k: 1.0 - v for k, v in by_seed["1"]["final"].items()}}}
+                     for m, by_seed in other["runs"].items()}
+    (tmp_path / "seed2.json").write_text(json.dumps(other))
+    combined_args = argparse.Namespace(**{**vars(_args(tmp_path / "combined")),
+                                          "combine": [out / "results.json", tmp_path / "seed2.json"]})
+    assert experiment.run(combined_args) == 0
+    capsys.readouterr()
+    combined = json.loads((tmp_path / "combined" / "results.json").read_text())
+    assert combined["seeds"] == [1, 2]
+    for method in METHODS:
+        ood = combined["results"][method]["ood"]
+        assert ood["mean"] == pytest.approx(0.5)  # the mean of x and 1 - x
+        assert ood["std"] == pytest.approx(abs(result["results"][method]["ood"]["mean"] - 0.5))
+    assert combined["paired"]["closed_loop"]["test"]["seeds"] == 2
+    other["runs"]["coda"]["1"] = other["runs"]["coda"]["2"]  # the same seed with another record: refused
+    (tmp_path / "clash.json").write_text(json.dumps(other))
+    clash = argparse.Namespace(**{**vars(combined_args), "combine": [out / "results.json", tmp_path / "clash.json"]})
+    assert experiment.run(clash) == 2
+    assert "method coda seed 1 differs" in capsys.readouterr().err
 
     steps = {m: _step_count(out / "seed1" / m / "memory.db") for m in METHODS}
     assert experiment.run(_args(out)) == 0  # started again: every run is finished and only read back

@@ -11,7 +11,8 @@ number of held-out episodes behind it (sampling error, which a single seed also 
 resumable run folder under ``--out``: an interrupted experiment continues where it stopped when started
 again with the same ``--out``. Seeds can be split over machines with ``--first-seed``: each machine runs
 its own ``seed<k>/`` folders, and copying them into one ``--out`` and running over all seeds there
-reads the finished runs back and writes the combined table.
+reads the finished runs back and writes the combined table; or, lighter, ``--combine`` merges their
+``results.json`` files (which keep every run's scores and per-scene outcomes under ``runs``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="experiment folder (default runs/experiment-<preset>)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--combine", nargs="+", type=Path, metavar="RESULTS_JSON",
+                        help="run nothing: merge the results.json of experiments over different seeds of one "
+                             "preset into the table over all of them (written under --out)")
 
 
 def _run(run_dir: Path, config: LoopConfig) -> dict[str, Any]:
@@ -124,8 +128,118 @@ def paired(outcomes: dict[str, dict[int, dict[str, Any]]], reference: str = "cod
     return result
 
 
+def _run_record(run_dir: Path, config: LoopConfig, summary: dict[str, Any]) -> dict[str, Any]:
+    """Return what the table needs of one finished run: last-round scores, episode counts, per-scene outcomes."""
+    last = summary["rounds"][-1]
+    per_family = last.get("episodes_per_family") or {}
+    record: dict[str, Any] = {
+        "final": {**last["per_split"], "ood": last["ood"]},
+        "episodes": {split: int(n) * len(config.families) for split, n in per_family.items()},
+        "outcomes": last_outcomes(run_dir, config.rounds),
+        "rounds": [{"round": row["round"], **row["per_split"], "ood": row["ood"]} for row in summary["rounds"]],
+        "code": summary.get("code", []),
+    }
+    if "validation" in last:
+        record["validation"] = {**last["validation"]["per_split"], "ood": last["validation"]["ood"]}
+    return record
+
+
+def summarize(runs: dict[str, dict[str, dict[str, Any]]], preset: str, settings: dict[str, Any],
+              seconds: float) -> dict[str, Any]:
+    """Return the experiment's result from its finished runs (``runs``: method -> seed -> :func:`_run_record`).
+
+    The result keeps ``runs`` itself, so result files of experiments over different seeds combine
+    (``coda experiment --combine``) into the table over all of them.
+    """
+    methods = list(runs)
+    seeds = sorted({int(seed) for by_seed in runs.values() for seed in by_seed})
+    finals = {m: [runs[m][str(s)]["final"] for s in seeds if str(s) in runs[m]] for m in methods}
+    counts = {m: [runs[m][str(s)]["episodes"] for s in seeds if str(s) in runs[m]] for m in methods}
+    validation = {m: [runs[m][str(s)]["validation"] for s in seeds if "validation" in runs[m].get(str(s), {})]
+                  for m in methods}
+    outcomes = {m: {s: runs[m][str(s)]["outcomes"] for s in seeds if str(s) in runs[m]} for m in methods}
+    per_round = {m: [{"round": row["round"], "split": split, "mean": value, "seed": s}
+                     for s in seeds if str(s) in runs[m] for row in runs[m][str(s)]["rounds"]
+                     for split, value in row.items() if split != "round"] for m in methods}
+    return {
+        "preset": preset,
+        "results": aggregate(finals, counts),
+        "paired": paired(outcomes),
+        "validation": aggregate({m: rows for m, rows in validation.items() if rows}),
+        "budget": settings["budget"],
+        "rounds": settings["rounds"],
+        "seeds": seeds,
+        "per_round": per_round,
+        "code": {m: {str(s): runs[m][str(s)]["code"] for s in seeds if str(s) in runs[m]} for m in methods},
+        "settings": settings,
+        "runs": runs,
+        "seconds": round(seconds, 1),
+    }
+
+
+def combine(paths: list[Path]) -> dict[str, Any]:
+    """Merge the ``results.json`` of experiments run over different seeds (same preset) into one result.
+
+    A method and seed present in two files must hold the same record there; a ValueError names the file and
+    what does not fit.
+    """
+    runs: dict[str, dict[str, dict[str, Any]]] = {}
+    preset: str | None = None
+    settings: dict[str, Any] | None = None
+    seconds = 0.0
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{path}: not a readable results.json ({error})") from error
+        if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+            raise ValueError(f"{path}: has no per-run records ('runs'); rerun coda experiment on its folder "
+                             "to write them")
+        if preset is not None and (data.get("preset"), data.get("settings")) != (preset, settings):
+            raise ValueError(f"{path}: preset {data.get('preset')!r} or its settings differ from {paths[0]}'s "
+                             f"({preset!r}); only results of one protocol combine")
+        preset, settings = data.get("preset"), data.get("settings")
+        seconds += float(data.get("seconds", 0.0))
+        for method, by_seed in data["runs"].items():
+            for seed, record in by_seed.items():
+                known = runs.setdefault(method, {}).get(seed)
+                if known is not None and known != record:
+                    raise ValueError(f"{path}: method {method} seed {seed} differs from an earlier file's run")
+                runs[method][seed] = record
+    if preset is None or settings is None:
+        raise ValueError("coda experiment --combine: no results file given")
+    return summarize(runs, preset, settings, seconds)
+
+
+def _write(result: dict[str, Any], out: Path, as_json: bool) -> None:
+    """Write ``results.json`` and the table under ``out``; print the result."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(result, indent=2))
+    from coda_loop.report.experiment import render_experiment
+
+    table, page = render_experiment(result, out)
+    if as_json:
+        print(json.dumps(result))
+        return
+    print(table.read_text())
+    sft = result["results"].get("sft", {}).get("ood", {}).get("mean")
+    coda = result["results"].get("coda", {}).get("ood", {}).get("mean")
+    if sft is not None and coda is not None:
+        print(f"coda experiment: OOD success sft {sft:.1%} -> coda {coda:.1%}; splits {', '.join(OOD_SPLITS)}")
+    print(f"coda experiment: {result['seconds']} s; table {table}, plots {page}")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run every method for every seed; print and write the table."""
+    """Run every method for every seed (or combine result files); print and write the table."""
+    if getattr(args, "combine", None):
+        out = args.out or Path("runs") / "experiment-combined"
+        try:
+            result = combine(list(args.combine))
+        except ValueError as error:
+            print(f"coda experiment: {error}", file=sys.stderr)
+            return 2
+        _write(result, out, args.json)
+        return 0
     if args.seeds < 1 or args.workers < 0 or args.first_seed < 0:
         print("coda experiment: --seeds must be >= 1, --workers and --first-seed >= 0", file=sys.stderr)
         return 2
@@ -133,12 +247,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"experiment-{args.preset}"
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    finals: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
-    validation: dict[str, list[dict[str, float]]] = {m: [] for m in args.methods}
-    counts: dict[str, list[dict[str, int]]] = {m: [] for m in args.methods}
-    per_round: dict[str, list[dict[str, Any]]] = {m: [] for m in args.methods}
-    code: dict[str, dict[str, list[str]]] = {}  # method -> seed -> the commits its run was computed with
-    outcomes: dict[str, dict[int, dict[str, Any]]] = {m: {} for m in args.methods}
+    runs: dict[str, dict[str, dict[str, Any]]] = {m: {} for m in args.methods}
     methods = ["sft", *[m for m in args.methods if m != "sft"]]
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     for seed in seeds:
@@ -156,43 +265,8 @@ def run(args: argparse.Namespace) -> int:
                                                "progress": not args.quiet})
             print(f"coda experiment: seed {seed} {method} -> {run_dir}", flush=True)
             summary = _run(run_dir, config)
-            code.setdefault(method, {})[str(seed)] = summary.get("code", [])
-            last = summary["rounds"][-1]
-            if method in finals:
-                outcomes[method][seed] = last_outcomes(run_dir, config.rounds)
-                finals[method].append({**last["per_split"], "ood": last["ood"]})
-                if "validation" in last:
-                    validation[method].append({**last["validation"]["per_split"], "ood": last["validation"]["ood"]})
-                per_family = last.get("episodes_per_family") or {}
-                counts[method].append({split: int(n) * len(config.families) for split, n in per_family.items()})
-                for row in summary["rounds"]:
-                    for split, value in {**row["per_split"], "ood": row["ood"]}.items():
-                        per_round[method].append({"round": row["round"], "split": split, "mean": value,
-                                                  "seed": seed})
-    result = {
-        "preset": args.preset,
-        "results": aggregate(finals, counts),
-        "paired": paired(outcomes),
-        "validation": aggregate({m: rows for m, rows in validation.items() if rows}),
-        "budget": preset.budget,
-        "rounds": preset.rounds,
-        "seeds": seeds,
-        "per_round": per_round,
-        "code": code,
-        "settings": dataclasses.asdict(preset),
-        "seconds": round(time.monotonic() - start, 1),
-    }
-    (out / "results.json").write_text(json.dumps(result, indent=2))
-    from coda_loop.report.experiment import render_experiment
-
-    table, page = render_experiment(result, out)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(table.read_text())
-        sft = result["results"].get("sft", {}).get("ood", {}).get("mean")
-        coda = result["results"].get("coda", {}).get("ood", {}).get("mean")
-        if sft is not None and coda is not None:
-            print(f"coda experiment: OOD success sft {sft:.1%} -> coda {coda:.1%}; splits {', '.join(OOD_SPLITS)}")
-        print(f"coda experiment: {result['seconds']} s; table {table}, plots {page}")
+            if method in runs:
+                runs[method][str(seed)] = _run_record(run_dir, config, summary)
+    result = summarize(runs, args.preset, dataclasses.asdict(preset), time.monotonic() - start)
+    _write(result, out, args.json)
     return 0
