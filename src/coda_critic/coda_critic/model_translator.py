@@ -153,8 +153,8 @@ def load_causal_lm(config: ModelTranslatorConfig) -> CausalLm:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True,
-                                                     dtype=getattr(torch, config.dtype))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, use_safetensors=True,
+                                                     dtype=getattr(torch, config.dtype))  # never a pickled .bin
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, KeyError) as error:
         raise ValueError(f"cannot load a causal language model from {folder}: {error}") from error

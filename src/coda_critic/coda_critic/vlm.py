@@ -237,7 +237,8 @@ def load_vlm(config: VlmConfig) -> VlmModel:
 
     dtype = getattr(torch, config.dtype)
     try:
-        model = AutoModelForImageTextToText.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+        model = AutoModelForImageTextToText.from_pretrained(str(folder), local_files_only=True, dtype=dtype,
+                                                            use_safetensors=True)  # never a pickled .bin
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, KeyError) as error:
         raise ValueError(f"cannot load a vision-language checkpoint from {folder}: {error}") from error

@@ -26,7 +26,7 @@ def version(root: Path, name: str, model: bytes = b"weights", evaluation: bool =
     folder.mkdir(parents=True)
     (folder / "model.safetensors").write_bytes(model)
     (folder / "config.json").write_text('{"d_model": 32}')
-    (folder / "trainer_state.pt").write_bytes(b"optimizer")
+    (folder / "trainer_state.safetensors").write_bytes(b"optimizer")
     (folder / "metrics.jsonl").write_text("{}\n")
     if evaluation:
         (folder / "evaluation.json").write_text('{"per_split": {"id": 0.7}}')

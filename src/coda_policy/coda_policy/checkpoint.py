@@ -4,7 +4,11 @@
 
 ``config.json`` holds ``format``, ``version_id``, ``policy`` (the :class:`PolicyConfig` as a dict) and
 ``meta`` (free-form facts: how it was trained, metrics, the parent version). Optional training state
-(optimiser, step counters) goes to ``trainer_state.pt`` beside them and is ignored by :func:`load_policy`.
+(optimiser, step counters, random generator state) goes beside them as ``trainer_state.safetensors`` (its
+tensors) + ``trainer_state.json`` (the rest of its structure) and is ignored by :func:`load_policy`.
+
+Nothing here unpickles: a run folder may come from someone else, and a pickle executes code when loaded.
+A ``trainer_state.pt`` (the pickle format of earlier versions) is refused with an error saying so.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from coda_policy.model import CodaPolicyNet
 FORMAT = 1
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
-TRAINER_FILE = "trainer_state.pt"
+TRAINER_TENSORS = "trainer_state.safetensors"
+TRAINER_JSON = "trainer_state.json"
+LEGACY_TRAINER_FILE = "trainer_state.pt"
 
 
 def make_version_id(prefix: str, payload: dict[str, Any]) -> str:
@@ -74,9 +80,54 @@ def save_checkpoint(
     config = {"format": FORMAT, "version_id": version_id, "policy": net.cfg.to_dict(), "meta": meta or {}}
     _atomic_write_text(folder / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True, default=str))
     if trainer_state is not None:
-        torch.save(trainer_state, folder / (TRAINER_FILE + ".tmp"))
-        os.replace(folder / (TRAINER_FILE + ".tmp"), folder / TRAINER_FILE)
+        save_trainer_state(folder, trainer_state)
     return folder
+
+
+def _encode(value: Any, tensors: dict[str, torch.Tensor], path: str) -> Any:
+    """``value`` as JSON, its tensors moved to ``tensors`` (by their path in the structure)."""
+    if isinstance(value, torch.Tensor):
+        tensors[path] = value.detach().contiguous().clone()
+        return {"tensor": path}
+    if isinstance(value, dict):
+        if not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in value):
+            raise TypeError(f"trainer state at {path or '/'}: keys must be str or int")
+        return {"dict": [[k, _encode(v, tensors, f"{path}/{k}")] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return {"tuple" if isinstance(value, tuple) else "list":
+                [_encode(v, tensors, f"{path}/{i}") for i, v in enumerate(value)]}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"value": value}
+    raise TypeError(f"trainer state at {path or '/'}: {type(value).__name__} cannot be stored without pickle")
+
+
+def _decode(node: Any, tensors: dict[str, torch.Tensor], where: Path) -> Any:
+    if not isinstance(node, dict) or len(node) != 1:
+        raise ValueError(f"{where}: malformed trainer state node {str(node)[:80]!r}")
+    (kind, body), = node.items()
+    if kind == "tensor":
+        if body not in tensors:
+            raise ValueError(f"{where}: tensor {body!r} is missing from {TRAINER_TENSORS}")
+        return tensors[body]
+    if kind == "dict" and isinstance(body, list):
+        return {k: _decode(v, tensors, where) for k, v in body}
+    if kind in ("list", "tuple") and isinstance(body, list):
+        items = [_decode(v, tensors, where) for v in body]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "value" and (body is None or isinstance(body, (bool, int, float, str))):
+        return body
+    raise ValueError(f"{where}: malformed trainer state node of kind {kind!r}")
+
+
+def save_trainer_state(folder: Path | str, state: dict[str, Any]) -> None:
+    """Write ``state`` (nested dicts / lists / tuples of tensors, numbers, strings) without pickle."""
+    folder = Path(folder)
+    tensors: dict[str, torch.Tensor] = {}
+    tree = _encode(state, tensors, "")
+    tmp = folder / (TRAINER_TENSORS + ".tmp")
+    save_file(tensors, str(tmp))
+    os.replace(tmp, folder / TRAINER_TENSORS)
+    _atomic_write_text(folder / TRAINER_JSON, json.dumps({"format": FORMAT, "state": tree}))
 
 
 def read_config(folder: Path | str) -> dict[str, Any]:
@@ -102,6 +153,28 @@ def load_policy(folder: Path | str) -> tuple[CodaPolicyNet, dict[str, Any]]:
 
 
 def load_trainer_state(folder: Path | str) -> dict[str, Any] | None:
-    """Return the optional trainer state saved beside a checkpoint (None if there is none)."""
-    path = Path(folder) / TRAINER_FILE
-    return torch.load(path, weights_only=False) if path.is_file() else None
+    """Return the optional trainer state saved beside a checkpoint (None if there is none).
+
+    ValueError if the folder holds a pickled ``trainer_state.pt`` (never loaded: it could run code) or a
+    malformed state.
+    """
+    folder = Path(folder)
+    meta, weights = folder / TRAINER_JSON, folder / TRAINER_TENSORS
+    if not meta.is_file():
+        if (folder / LEGACY_TRAINER_FILE).exists():
+            raise ValueError(f"{folder / LEGACY_TRAINER_FILE}: a pickled trainer state is not loaded (unpickling "
+                             f"runs code from the file); resume is possible only from {TRAINER_JSON} + "
+                             f"{TRAINER_TENSORS}: remove the file and train this version again")
+        return None
+    try:
+        data = json.loads(meta.read_text())
+        tensors = load_file(str(weights))
+    except Exception as error:  # OSError, JSON errors, safetensors' own error type for a corrupt file
+        raise ValueError(f"{folder}: unreadable trainer state ({error})") from error
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{meta}: format {data.get('format') if isinstance(data, dict) else None!r}, "
+                         f"expected {FORMAT}")
+    state = _decode(data.get("state"), tensors, meta)
+    if not isinstance(state, dict):
+        raise ValueError(f"{meta}: the trainer state must be a mapping")
+    return state

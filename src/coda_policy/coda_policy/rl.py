@@ -27,8 +27,8 @@ The initial policy's deterministic success is measured on the same evaluation sc
 (``RLResult.eval_success_init``).
 
 Everything random is seeded from ``RLConfig.seed`` (scene generation per env, action noise, minibatch order),
-so a run is reproducible. A run resumes from its own folder (``trainer_state.pt``: optimiser, counters, noise
-generator) or starts from another checkpoint (``init_from``, e.g. an SFT version).
+so a run is reproducible. A run resumes from its own folder (``trainer_state.safetensors`` + ``.json``:
+optimiser, counters, noise generator; no pickle) or starts from another checkpoint (``init_from``, e.g. an SFT version).
 """
 
 from __future__ import annotations
