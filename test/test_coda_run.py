@@ -74,6 +74,11 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         LoopConfig(critic="learned", critic_model=str(tmp_path))
     with pytest.raises(ValueError, match="finetune_lr=0"):
         LoopConfig(finetune_lr=0.0)
+    with pytest.raises(ValueError, match=r"planner=.*unknown GenerationConfig fields \['exploraton_share'\]"):
+        LoopConfig(planner={"exploraton_share": 0.5})
+    with pytest.raises(ValueError, match=r"planner=.*must be in"):
+        LoopConfig(planner={"exploration_share": 0.7, "scene_replay_share": 0.5})
+    assert LoopConfig(planner={"exploration_share": 0.5}).generation_config().exploration_share == 0.5
     bad = tmp_path / "bad.yaml"
     bad.write_text("budget: 4\nbudgte: 5\n")
     with pytest.raises(ValueError, match=r"unknown keys \['budgte'\]"):

@@ -136,6 +136,10 @@ class LoopConfig:
     focus_share: float | None = None
     """Share of every behaviour-cloning batch drawn from the round's own demonstrations; None: the method's
     default (``METHOD_SPECS``)."""
+    planner: dict[str, Any] = field(default_factory=dict)
+    """Settings of the generation planner that differ from ``coda_critic.generation.GenerationConfig``'s defaults
+    (e.g. ``{"exploration_share": 0.5, "scene_replay_share": 0.0}``); used by every method that plans
+    (``closed_loop`` and the ``coda`` methods)."""
     corrective_margin: int = 2
     """Control steps before the entry of the failed stage at which the expert takes over."""
     corrective_relabel: int = 2
@@ -209,6 +213,10 @@ class LoopConfig:
             errors.append(f"finetune_lr={self.finetune_lr} must be in (0, 1)")
         if self.method in METHOD_SPECS and self.corrective and not METHOD_SPECS[self.method].critic:
             errors.append(f"corrective=True needs a method with the critic, not {self.method!r}")
+        try:
+            self.generation_config()
+        except (TypeError, ValueError) as error:
+            errors.append(f"planner={self.planner!r}: {error}")
         if not 0.0 <= self.rl_stage_share <= 1.0:
             errors.append(f"rl_stage_share={self.rl_stage_share} must be in [0, 1]")
         if self.focus_share is not None and not 0.0 <= self.focus_share < 1.0:
@@ -243,6 +251,18 @@ class LoopConfig:
 
         return SceneParams(split="id", position_shift=self.position_shift, size_scale=self.size_scale,
                            num_distractors=self.num_distractors, referring=self.referring)
+
+    def generation_config(self) -> Any:
+        """Return the generation planner's settings: its defaults with ``planner`` applied."""
+        from coda_critic.generation import GenerationConfig
+
+        if not isinstance(self.planner, Mapping):
+            raise TypeError(f"must be a mapping of GenerationConfig fields, not {type(self.planner).__name__}")
+        known = {f.name for f in dataclasses.fields(GenerationConfig)}
+        unknown = sorted(set(self.planner) - known)
+        if unknown:
+            raise ValueError(f"unknown GenerationConfig fields {unknown}; known: {sorted(known)}")
+        return GenerationConfig(**dict(self.planner))
 
     @property
     def spec(self) -> MethodSpec:

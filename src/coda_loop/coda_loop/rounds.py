@@ -287,7 +287,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         from coda_critic.generation import GenerationPlanner, Outcome
 
         cfg = self.config
-        planner = GenerationPlanner(families=cfg.families)
+        planner = GenerationPlanner(cfg.generation_config(), families=cfg.families)
         if r > 0 and cfg.uses_critic:
             program_id = self.output(r - 1, "programs")["generation_program_id"]
             record = self.store.get("generation_program", program_id)
@@ -421,8 +421,8 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 played += [(k, d) for d in earlier]
             probes = {sid for k in range(r + 1) for sid in self.output(k, "generate")["probe_ids"]}
             replay = replay_candidates([(k, d) for k, d in played if d.scene_id not in probes])
-        program = GenerationPlanner(families=cfg.families).plan(diagnoses, cfg.budget, r + 1, history=history,
-                                                                replay=replay)
+        program = GenerationPlanner(cfg.generation_config(), families=cfg.families).plan(
+            diagnoses, cfg.budget, r + 1, history=history, replay=replay)
         causes = sorted({i for a in program.allocations for i in a.cause_diagnosis_ids})
         self.store.put_program(r, "generation_program", program.to_dict(), record_id=program.program_id,
                                diagnosis_ids=causes)
