@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from coda_engine.sim import panda
 from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SceneParams
 
@@ -23,6 +24,9 @@ pytestmark = pytest.mark.ros
 
 ROBOT_FILE = Path(__file__).resolve().parents[1] / "config" / "robots" / "panda_fake.yaml"
 NS = "panda_fake_0"
+QUIET_S = 2.0
+"""``safety.estop_release_quiet_s`` of the robot file (its default)."""
+HOME = np.array(panda.HOME_QPOS)
 
 
 class Probe:
@@ -193,18 +197,34 @@ def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, r
     assert probe.holds() < 0.02
     response = probe.run_episode(generate_seeded("reach", 21, SceneParams()))
     assert not response.accepted and "e-stop" in response.error
-    assert probe.call(probe.reset).success
+    # one reset_estop right after the stop is refused: the stop signals must be quiet for a while first
+    refused = probe.call(probe.reset)
+    assert not refused.success and "must be quiet" in refused.message, refused.message
+    assert probe.holds() < 0.02
+    time.sleep(QUIET_S + 0.3)
+    released = probe.call(probe.reset)
+    assert released.success and "re-homing" in released.message, released.message
+    # the bridge moves the arm home at reduced speed; commands are taken only when it is there
+    assert probe.spin(20.0, lambda: np.max(np.abs(probe.q - HOME)) < 0.03), "the arm did not re-home"
     before = probe.q.copy()
-    probe.drive(1.0, dx=-0.02)
-    assert np.max(np.abs(probe.q - before)) > 0.02, "commands after reset_estop did not move the arm"
-    # e-stop over the topic latches the same way
+    probe.drive(1.5, dx=-0.02)
+    assert np.max(np.abs(probe.q - before)) > 0.02, "commands after the release and re-home did not move the arm"
+    # e-stop over the topic latches the same way; a release waits for the topic to say false and stay quiet
     from std_msgs.msg import Bool
 
     probe.events.clear()
     probe.estop_topic.publish(Bool(data=True))
     probe.wait_for_event("estop")
     assert probe.holds() < 0.02
+    time.sleep(QUIET_S + 0.3)
+    refused = probe.call(probe.reset)
+    assert not refused.success and "latest message is true" in refused.message, refused.message
+    probe.estop_topic.publish(Bool(data=False))
+    probe.spin(0.5)
+    assert not probe.call(probe.reset).success  # quiet only since the false
+    time.sleep(QUIET_S + 0.3)
     assert probe.call(probe.reset).success
+    assert probe.spin(20.0, lambda: np.max(np.abs(probe.q - HOME)) < 0.03), "the arm did not re-home"
     # the arm's state stream goes silent (the driver drops every message): the watchdog holds
     client = rclpy_node.create_client(SetParameters, f"/{NS}/fake_ros2_control_arm/set_parameters")
     assert probe.spin(10.0, client.service_is_ready)

@@ -22,6 +22,7 @@ from coda_engine.real.episode import (
     ArmKinematics,
     JointReading,
     PoseReading,
+    move_home,
     resize_nearest,
     run_real_episode,
 )
@@ -218,7 +219,28 @@ def test_estop_mid_episode_latches(arm: SimArm, kinematics: ArmKinematics) -> No
     again = run_real_episode(PhysicsIO(arm), scene, expert, robot=robot, safety=safety, kinematics=kinematics,
                              episode_id="real-3", policy_version="expert")
     assert again.status != STATUS_COMPLETED  # still latched
-    assert safety.reset()
+    # releasing takes a quiet time, then the arm moves home at reduced speed before anything else may go
+    assert not safety.release(io.now())[0]
+    released, message = safety.release(io.now() + robot.safety.estop_release_quiet_s + 0.1)
+    assert released and safety.rehoming, message
+    blocked = run_real_episode(PhysicsIO(arm), scene, expert, robot=robot, safety=safety, kinematics=kinematics,
+                               episode_id="real-4", policy_version="expert")
+    assert blocked.status == STATUS_ABORTED and "re-homing" in blocked.status_detail, blocked.status_detail
+    home_io = PhysicsIO(arm)
+    home_io.q_cmd = kinematics.home + np.array([0.3, -0.2, 0.0, 0.25, 0.0, 0.2, 0.0])  # away from home (3 s)
+    home_io.sleep_until(3.0)
+    home_io.sent.clear()
+    start = home_io.joints().q.copy()
+    assert np.max(np.abs(start - kinematics.home)) > 0.15
+    fraction = robot.safety.rehome_speed_fraction
+    reason = move_home(home_io, kinematics, safety, robot, robot.max_finger_opening, lambda: (home_io.joints(), ""),
+                       lambda iv, joints: iv.detail, speed_fraction=fraction, rehome=True)
+    assert reason == "" and np.max(np.abs(home_io.joints().q - kinematics.home)) < 0.03
+    steps = np.abs(np.diff(np.array([start, *home_io.sent]), axis=0))  # every command one bounded step
+    assert len(home_io.sent) > 1
+    assert np.all(steps <= fraction * np.asarray(robot.safety.max_joint_velocity) / robot.control_rate_hz + 0.05)
+    safety.rehomed()
+    assert not safety.rehoming and not safety.latched
 
 
 def test_scene_never_set_up_is_rejected_naming_the_objects(arm: SimArm, kinematics: ArmKinematics) -> None:

@@ -171,9 +171,16 @@ def test_bad_shapes_and_rates_are_errors(layer):
 
 
 # ------------------------------------------------------------------------------------------ e-stop
-def test_estop_latches_until_reset(layer):
+def _release(layer: SafetyLayer, now: float) -> None:
+    """Release (after the quiet time) and finish the re-home: the arm takes commands again."""
+    released, message = layer.release(now)
+    assert released, message
+    layer.rehomed()
+
+
+def test_estop_latches_until_released(layer):
     assert not layer.latched and layer.latch_reason == ""
-    assert layer.reset() is False
+    assert layer.release(NOW) == (False, "e-stop was not latched")
     iv = layer.estop(NOW, "button on the teach pendant")
     assert (iv.kind, iv.holding, iv.stamp) == ("estop", True, NOW) and "teach pendant" in iv.detail
     assert layer.latched and layer.latch_reason == "button on the teach pendant"
@@ -182,9 +189,37 @@ def test_estop_latches_until_reset(layer):
         assert got.kind == "estop" and got.stamp == NOW + t and "button on the teach pendant" in got.detail
     layer.estop(NOW + 30, "second press")
     assert layer.latch_reason == "button on the teach pendant"  # the first reason stays
-    assert layer.reset() is True
-    assert layer.reset() is False
-    assert not layer.latched and command(layer) is None
+    _release(layer, NOW + 30 + layer.config.estop_release_quiet_s)
+    assert layer.release(NOW + 60) == (False, "e-stop was not latched")
+    assert not layer.latched and command(layer, now=NOW + 60) is None
+
+
+def test_release_needs_quiet_signals_and_a_rehome(layer):
+    quiet = layer.config.estop_release_quiet_s
+    layer.estop(NOW, "estop service called")
+    released, message = layer.release(NOW + quiet / 2)  # a single call right after the stop: refused
+    assert not released and f"must be quiet for {quiet:g} s" in message and layer.latched
+    # the topic says stop and keeps saying it: every true restarts the quiet time, a latest true refuses outright
+    assert layer.estop_signal(NOW + 1.0, True).kind == "estop"
+    assert layer.estop_signal(NOW + 1.5, True).kind == "estop"
+    released, message = layer.release(NOW + 100.0)
+    assert not released and "latest message is true" in message
+    assert layer.estop_signal(NOW + 100.0, False) is None and layer.latched  # false alone releases nothing
+    released, message = layer.release(NOW + 100.0 + quiet / 2)  # quiet only since the false that ended the stop
+    assert not released and "must be quiet" in message
+    released, message = layer.release(NOW + 100.0 + quiet)
+    assert released and "re-homing" in message and not layer.latched and layer.rehoming
+    # released, not home: only the re-home moves may go
+    got = command(layer, q_target=Q, tcp_target=TCP, now=NOW + 200)
+    assert got.kind == "estop" and "re-homing after the e-stop release" in got.detail
+    assert layer.check_command(NOW + 200, Q, Q, TCP, TCP, rehome=True) is None
+    layer.rehomed()
+    assert not layer.rehoming and command(layer, q_target=Q, tcp_target=TCP, now=NOW + 200) is None
+    # a stop during the re-home ends it: latched again, and the next release starts over
+    layer.estop(NOW + 300, "again")
+    _release(layer, NOW + 300 + quiet)
+    layer.estop(NOW + 400, "during re-home")
+    assert layer.latched and not layer.rehoming
 
 
 # ------------------------------------------------------------------------------------------ watchdogs
@@ -224,10 +259,11 @@ def test_tracking_timeout(layer):
     assert layer.check_tracking(NOW + 5.1, Q, off) is not None
     # A gap longer than the timeout between calls is not "continuously": start again.
     assert layer.check_tracking(NOW + 20.0, Q, off) is None
-    # Reset (after an e-stop) forgets the running timer too.
+    # A release (after an e-stop) forgets the running timer too.
     layer.check_tracking(NOW + 21.0, Q, off)
-    layer.reset()
-    assert layer.check_tracking(NOW + 22.5, Q, off) is None
+    layer.estop(NOW + 21.0, "test")
+    assert layer.release(NOW + 21.0 + layer.config.estop_release_quiet_s)[0]
+    assert layer.check_tracking(NOW + 23.5, Q, off) is None
 
 
 def test_tracking_non_finite(layer):

@@ -25,6 +25,7 @@ Results carry ``source = SOURCE_REAL`` and no privileged object states. Pure mod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -254,38 +255,13 @@ class _Episode:
             io.sleep_until(io.now() + 0.05)
 
     def go_home(self) -> str:
-        """Move to the home posture in joint steps the safety layer checks; '' or why it failed.
-
-        Each command is one bounded step from the *measured* joints towards home, so an arm that lags behind
-        (a loaded driver, a slow controller) is never commanded further than one step away from where it is.
-        """
-        io, kin, safety = self.io, self.kin, self.safety
-        joints = io.joints()
+        """Move to the home posture in joint steps the safety layer checks; '' or why it failed."""
+        joints = self.io.joints()
         if joints is None:
-            iv = safety.check_watchdog(io.now(), None, None)
-            return self.intervene(iv or Intervention("watchdog", "no joint_states received", io.now()), None)
-        per_tick = HOME_SPEED_FRACTION * np.asarray(self.robot.safety.max_joint_velocity) / self.rate
-        deadline = io.now() + self.robot.home_timeout_s
-        tick = io.now()
-        while True:
-            joints, reason = self.fresh_joints()
-            if reason:
-                return reason
-            error = float(np.max(np.abs(joints.q - kin.home)))
-            if error < HOME_TOLERANCE:
-                kin.commander.reset(kin.tcp(joints.q), joints.q)
-                return ""
-            if io.now() > deadline:
-                iv = Intervention("watchdog", f"home posture not reached within {self.robot.home_timeout_s:g} s "
-                                              f"(joint error {error:.3f} rad)", io.now())
-                return self.intervene(iv, joints)
-            q = joints.q + np.clip(kin.home - joints.q, -per_tick, per_tick)
-            iv = safety.check_command(io.now(), joints.q, q, kin.tcp(joints.q), kin.tcp(q))
-            if iv is not None:
-                return self.intervene(iv, joints)
-            io.send(q, self.opening_cmd, 1.0 / self.rate)
-            tick += 1.0 / self.rate
-            io.sleep_until(tick)
+            iv = self.safety.check_watchdog(self.io.now(), None, None)
+            return self.intervene(iv or Intervention("watchdog", "no joint_states received", self.io.now()), None)
+        return move_home(self.io, self.kin, self.safety, self.robot, self.opening_cmd, self.fresh_joints,
+                         self.intervene)
 
     def fresh_joints(self) -> tuple[JointReading, str]:
         """Latest joint state, or the reason (after a watchdog intervention or a stop) it cannot be used."""
@@ -300,6 +276,43 @@ class _Episode:
             return joints, self.intervene(watchdog, joints)
         assert joints is not None
         return joints, ""
+
+
+def move_home(io: ArmIO, kin: ArmKinematics, safety: SafetyLayer, robot: RobotConfig, opening: float,
+              fresh: Callable[[], tuple[JointReading | None, str]],
+              intervene: Callable[[Intervention, JointReading | None], str],
+              speed_fraction: float = HOME_SPEED_FRACTION, rehome: bool = False) -> str:
+    """Move to the home posture in joint steps the safety layer checks; '' when home, else why not.
+
+    Each command is one bounded step (``speed_fraction`` of each joint's velocity limit) from the *measured*
+    joints towards home, so an arm that lags behind (a loaded driver, a slow controller) is never commanded
+    further than one step away from where it is. ``fresh()`` gives the latest joint state or why it cannot be
+    used; ``intervene(iv, joints)`` holds, reports and returns the reason to stop. ``rehome``: the moves after an
+    e-stop release (:meth:`SafetyLayer.check_command` lets only them through until the arm is home).
+    """
+    rate = robot.control_rate_hz
+    per_tick = speed_fraction * np.asarray(robot.safety.max_joint_velocity) / rate
+    deadline = io.now() + robot.home_timeout_s
+    tick = io.now()
+    while True:
+        joints, reason = fresh()
+        if reason or joints is None:
+            return reason or "no joint state"
+        error = float(np.max(np.abs(joints.q - kin.home)))
+        if error < HOME_TOLERANCE:
+            kin.commander.reset(kin.tcp(joints.q), joints.q)
+            return ""
+        if io.now() > deadline:
+            iv = Intervention("watchdog", f"home posture not reached within {robot.home_timeout_s:g} s "
+                                          f"(joint error {error:.3f} rad)", io.now())
+            return intervene(iv, joints)
+        q = joints.q + np.clip(kin.home - joints.q, -per_tick, per_tick)
+        iv = safety.check_command(io.now(), joints.q, q, kin.tcp(joints.q), kin.tcp(q), rehome=rehome)
+        if iv is not None:
+            return intervene(iv, joints)
+        io.send(q, opening, 1.0 / rate)
+        tick += 1.0 / rate
+        io.sleep_until(tick)
 
 
 def resize_nearest(frame: np.ndarray, size: int) -> np.ndarray:

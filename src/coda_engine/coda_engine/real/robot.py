@@ -118,6 +118,12 @@ class SafetyConfig:
     """Largest joint error to the last command (rad) tolerated for longer than :attr:`tracking_timeout_s`."""
     tracking_timeout_s: float = 2.0
     """How long the arm may stay more than :attr:`max_tracking_error` away from its command before holding, s."""
+    estop_release_quiet_s: float = 2.0
+    """``reset_estop`` releases the e-stop only after no stop signal for this long (no ``estop`` call, no true on
+    the ``estop`` topic, whose latest message must also be false), s."""
+    rehome_speed_fraction: float = 0.1
+    """After a release the arm moves home at this fraction of each joint's velocity limit before any other
+    command is accepted (half the speed of the move home that starts every episode)."""
 
     def __post_init__(self) -> None:
         """Check lengths, finiteness, ordering and signs."""
@@ -134,8 +140,11 @@ class SafetyConfig:
         for axis, lo, hi in zip("xyz", self.workspace_low, self.workspace_high, strict=True):
             if not lo < hi:
                 raise RobotConfigError(f"workspace_low {axis}={lo:g} must be below workspace_high {axis}={hi:g} (m)")
-        for name in ("max_step", "state_timeout_s", "policy_timeout_s", "max_tracking_error", "tracking_timeout_s"):
+        for name in ("max_step", "state_timeout_s", "policy_timeout_s", "max_tracking_error", "tracking_timeout_s",
+                     "estop_release_quiet_s"):
             _check_positive(name, getattr(self, name))
+        if not (isinstance(self.rehome_speed_fraction, (int, float)) and 0 < self.rehome_speed_fraction <= 1):
+            raise RobotConfigError(f"rehome_speed_fraction={self.rehome_speed_fraction!r} must be in (0, 1]")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,10 @@
 """The safety layer of a real arm (always on) and the sim-first gate.
 
 :class:`SafetyLayer` checks every command before it reaches the controller, watches the state and policy
-streams, tracks whether the arm follows its commands, and latches an e-stop until it is reset. Each check
+streams, tracks whether the arm follows its commands, and latches an e-stop until it is released. A release
+takes more than one call: every stop signal must have been quiet for ``estop_release_quiet_s`` (and the
+``estop`` topic's latest value false), and after it the layer refuses every command except the bridge's own
+re-home moves until :meth:`SafetyLayer.rehomed` says the arm is home. Each check
 returns ``None`` (go ahead) or an :class:`Intervention` that says what was violated, with the numbers; the
 caller holds the measured position and records it. The layer is deterministic: the caller passes the time
 (``now``, any monotonic clock in seconds), so the same inputs always give the same answer.
@@ -86,6 +89,9 @@ class SafetyLayer:
         self._box_high = np.asarray(config.workspace_high, dtype=np.float64)
         self._latched = False
         self._latch_reason = ""
+        self._last_stop: float | None = None  # time of the latest stop signal (service call or true on the topic)
+        self._signal_active = False  # the estop topic's latest value
+        self._rehoming = False  # released, not yet home: only re-home moves may go
         self._off_since: float | None = None  # when the arm started to be far from its command
         self._last_tracking: float | None = None  # time of the previous check_tracking call
 
@@ -100,28 +106,68 @@ class SafetyLayer:
         """Why the e-stop latched ('' when it is not latched)."""
         return self._latch_reason
 
+    @property
+    def rehoming(self) -> bool:
+        """Whether the e-stop was released and the arm is not home yet (only re-home moves are accepted)."""
+        return self._rehoming
+
     def estop(self, now: float, reason: str) -> Intervention:
         """Latch the e-stop (a second trigger keeps the first reason) and return the intervention to record."""
         if not self._latched:
             self._latched, self._latch_reason = True, reason or "e-stop"
+        self._last_stop = now if self._last_stop is None else max(self._last_stop, now)
+        self._rehoming = False
         self._reset_tracking()
         return Intervention("estop", f"e-stop: {reason or 'no reason given'}", now)
 
-    def reset(self) -> bool:
-        """Clear the e-stop latch; True if it was latched."""
-        was = self._latched
-        self._latched, self._latch_reason = False, ""
+    def estop_signal(self, now: float, active: bool) -> Intervention | None:
+        """Take one message of the ``estop`` topic: true latches (see :meth:`estop`), false only marks it quiet.
+
+        The quiet time runs from the latest true, or from the false that ended a run of trues (a publisher that
+        sends on change only says false once, when the stop button comes up).
+        """
+        if active:
+            self._signal_active = True
+            return self.estop(now, "estop topic")
+        if self._signal_active:
+            self._last_stop = now if self._last_stop is None else max(self._last_stop, now)
+        self._signal_active = False
+        return None
+
+    def release(self, now: float) -> tuple[bool, str]:
+        """Release the latch if the stop signals have been quiet long enough; returns (released, what happened).
+
+        Refused while the ``estop`` topic's latest value is true or within ``estop_release_quiet_s`` of the latest
+        stop signal. A release leaves the layer re-homing: every command but the re-home moves is refused until
+        :meth:`rehomed`.
+        """
+        if not self._latched:
+            return False, "e-stop was not latched"
+        if self._signal_active:
+            return False, "e-stop not released: the estop topic still says stop (its latest message is true)"
+        quiet = self.config.estop_release_quiet_s
+        since = now - self._last_stop if self._last_stop is not None else math.inf
+        if since < quiet:
+            return False, (f"e-stop not released: the latest stop signal was {since:.2f} s ago; it must be quiet for "
+                           f"{quiet:g} s")
+        self._latched, self._latch_reason, self._rehoming = False, "", True
         self._reset_tracking()
-        return was
+        return True, "e-stop released: re-homing at reduced speed before commands are accepted"
+
+    def rehomed(self) -> None:
+        """Mark the arm home after a release: commands are accepted again."""
+        self._rehoming = False
 
     # ------------------------------------------------------------------------------------------ commands
     def check_command(
-        self, now: float, q_measured: np.ndarray, q_target: np.ndarray, tcp_measured: np.ndarray, tcp_target: np.ndarray
+        self, now: float, q_measured: np.ndarray, q_target: np.ndarray, tcp_measured: np.ndarray,
+        tcp_target: np.ndarray, rehome: bool = False,
     ) -> Intervention | None:
         """Check one command (joint targets and their tool point) against the measured state; None = it may go.
 
-        Order: latched e-stop, step of the tool point, workspace box, joint limits, joint velocities. A non-finite
-        value is a violation of the first check that reads it.
+        Order: latched e-stop, re-homing after a release (``rehome``: the command is one of the re-home moves,
+        which alone may go then), step of the tool point, workspace box, joint limits, joint velocities. A
+        non-finite value is a violation of the first check that reads it.
         """
         q_meas = _vector(q_measured, N_ARM_JOINTS, "q_measured")
         q_tgt = _vector(q_target, N_ARM_JOINTS, "q_target")
@@ -129,6 +175,9 @@ class SafetyLayer:
         tcp_tgt = _vector(tcp_target, 3, "tcp_target")
         if self._latched:
             return Intervention("estop", f"e-stop latched ({self._latch_reason}): command refused until reset", now)
+        if self._rehoming and not rehome:
+            return Intervention("estop", "re-homing after the e-stop release: commands refused until the arm is home",
+                                now)
         return (
             self._step(now, tcp_meas, tcp_tgt)
             or self._workspace(now, tcp_tgt)

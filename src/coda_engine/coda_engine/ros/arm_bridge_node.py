@@ -21,7 +21,10 @@ needs a scene set up.
   or, when the command names its model's SHA-256 and that model is not there, the copy of exactly that model in
   ``checkpoint_cache`` (where this machine's policy node or an episode fetched it).
 - ``estop`` (std_srvs/Trigger) and the ``estop`` topic (std_msgs/Bool, true = stop): hold and latch;
-  ``reset_estop`` (std_srvs/Trigger) releases the latch.
+  ``reset_estop`` (std_srvs/Trigger) releases the latch only when every stop signal has been quiet for the
+  robot's ``safety.estop_release_quiet_s`` (and the topic's latest message is false); the bridge then moves the
+  arm home at ``safety.rehome_speed_fraction`` of its joint speed limits and accepts commands and episodes
+  only once it is home (a failed re-home latches the e-stop again).
 - ``operator_verdict`` (std_srvs/SetBool, data = success): an operator's verdict on the running episode
   (robots configured with ``success_check: operator``); refused when no episode runs.
 - ``safety_events`` (coda_msgs/SafetyEvent, reliable + transient local, last 1000): every intervention (live
@@ -58,7 +61,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from coda_engine import policies
 from coda_engine.checkpoint_share import CheckpointShareError, find_version
 from coda_engine.episodes import STATUS_REJECTED, RecordingConfig
-from coda_engine.real.episode import ArmKinematics, JointReading, PoseReading, run_real_episode
+from coda_engine.real.episode import ArmKinematics, JointReading, PoseReading, move_home, run_real_episode
 from coda_engine.real.robot import (
     N_ARM_JOINTS,
     JointOrder,
@@ -310,18 +313,52 @@ class ArmBridgeNode(Node):
         return response
 
     def on_estop_topic(self, msg: Bool) -> None:
-        """``estop`` topic: true holds and latches (false does nothing: only ``reset_estop`` releases)."""
-        if msg.data:
-            self.trigger_estop("estop topic")
+        """``estop`` topic: true holds and latches; false marks the signal quiet (only ``reset_estop`` releases)."""
+        was = self.safety.latched
+        intervention = self.safety.estop_signal(time.monotonic(), bool(msg.data))
+        if intervention is not None:
+            self.hold()
+            if not was:
+                self.record(intervention)
 
     def on_reset_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        """``reset_estop`` service: release the latch."""
-        was = self.safety.reset()
-        self.live_last = None
-        response.success = True
-        response.message = "e-stop released" if was else "e-stop was not latched"
+        """``reset_estop`` service: release the latch if the stop signals were quiet, then re-home (own thread)."""
+        released, response.message = self.safety.release(time.monotonic())
+        response.success = released
+        if released:
+            self.live_last = None
+            threading.Thread(target=self._rehome, name="arm-rehome", daemon=True).start()
         self.get_logger().info(response.message)
         return response
+
+    def _rehome(self) -> None:
+        """Move home at reduced speed after a release; accept commands when home, latch again when it fails."""
+        io = _BridgeIO(self, None, "rehome")
+
+        def intervene(intervention: Intervention, joints: JointReading | None) -> str:
+            self.hold()
+            self.record(intervention)
+            return f"{intervention.kind}: {intervention.detail}"
+
+        def fresh() -> tuple[JointReading | None, str]:
+            joints = self.joints
+            if self.safety.latched:
+                return joints, f"e-stop latched again ({self.safety.latch_reason})"
+            now = time.monotonic()
+            watchdog = self.safety.check_watchdog(now, joints.stamp if joints else None, None)
+            if watchdog is not None or joints is None:
+                return joints, intervene(watchdog or Intervention("watchdog", "no joint_states received", now), joints)
+            return joints, ""
+
+        with self.episode_lock:
+            opening = self.joints.opening if self.joints is not None else self.robot.max_finger_opening
+            reason = move_home(io, self.kin, self.safety, self.robot, opening, fresh, intervene,
+                               speed_fraction=self.robot.safety.rehome_speed_fraction, rehome=True)
+        if not reason:
+            self.safety.rehomed()
+            self.get_logger().info(f"{self.robot.robot_id} is home after the e-stop release: commands accepted")
+        elif not self.safety.latched:
+            self.trigger_estop(f"re-home after the release failed: {reason}")
 
     def on_verdict(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         """``operator_verdict``: the operator says whether the running episode succeeded (refused when none runs)."""
@@ -366,8 +403,11 @@ class ArmBridgeNode(Node):
         return self.gate(version, root)
 
     def on_arm_command(self, msg: ArmCommand) -> None:
-        """Live control: gate, IK, safety, then the controller; ignored while an episode runs or e-stop latched."""
-        if self.episode_lock.locked() or self.safety.latched:
+        """Live control: gate, IK, safety, then the controller (not while an episode runs or the e-stop holds).
+
+        Ignored while an episode runs, while the e-stop is latched and while the arm re-homes after a release.
+        """
+        if self.episode_lock.locked() or self.safety.latched or self.safety.rehoming:
             return
         now = time.monotonic()
         refused = self.live_gate(msg.policy_version, msg.policy_sha256, now)
@@ -446,6 +486,8 @@ class ArmBridgeNode(Node):
                 return self._rejected(goal_handle, episode_id, f"sim-first gate: {refused}")
             if self.safety.latched:
                 return self._rejected(goal_handle, episode_id, f"e-stop latched ({self.safety.latch_reason})")
+            if self.safety.rehoming:
+                return self._rejected(goal_handle, episode_id, "re-homing after an e-stop release")
             try:
                 act = policies.resolve(goal.policy_version, scene, root)
             except policies.PolicyNotAvailableError as exc:
