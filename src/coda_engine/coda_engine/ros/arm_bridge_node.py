@@ -39,6 +39,7 @@ that watchdog belong to a second node, ``<bridge name>_live``, spun single-threa
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -73,6 +74,7 @@ from coda_engine.real.safety import Intervention, SafetyLayer, gate_check
 from coda_engine.ros.checkpoints import CheckpointFetcher
 from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg, msg_to_image
+from coda_engine.ros.security import cell_security
 from coda_engine.ros.spin import NodeThread, run_node
 from coda_engine.sim.scene import Scene
 from coda_msgs.action import RunEpisode
@@ -230,6 +232,9 @@ class ArmBridgeNode(Node):
             cancel_callback=lambda handle: CancelResponse.ACCEPT,
             callback_group=ReentrantCallbackGroup(),
         )
+        exposed = cell_security(os.environ).warning(f"arm_bridge {self.robot.robot_id}")
+        if exposed:  # loudly: an arm anyone on the network can release and drive
+            self.get_logger().error(f"SECURITY: {exposed}")
         self.get_logger().info(
             f"arm_bridge {self.robot.robot_id} ready: {self.robot.control_rate_hz:g} Hz, commands on "
             f"{topics.joint_trajectory}, success by {self.robot.success_check}, "
