@@ -113,6 +113,8 @@ class _BridgeIO:
     def stop_reason(self) -> str:
         if self.goal_handle.is_cancel_requested:
             return "goal cancelled"
+        if not self.node.context.ok():
+            return "the bridge is shutting down"
         if self.node.safety.latched:
             return f"e-stop latched ({self.node.safety.latch_reason})"
         return ""

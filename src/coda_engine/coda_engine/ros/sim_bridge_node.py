@@ -263,7 +263,7 @@ class SimBridgeNode(Node):
                 max_steps=goal.max_steps,
                 config=config,
                 progress=progress,
-                should_stop=lambda: goal_handle.is_cancel_requested,
+                should_stop=lambda: goal_handle.is_cancel_requested or not self.context.ok(),  # or the node stops
             )
             self.q_target = self.arm.joint_positions()[:7]
             return episode

@@ -1,16 +1,32 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""The one ``main`` every node of the workspace uses: init, spin until Ctrl-C or shutdown, clean up."""
+"""The one ``main`` every node of the workspace uses: init, spin until Ctrl-C or shutdown, clean up.
+
+Stopping: the first SIGINT or SIGTERM stops a node; later ones are ignored, so its clean-up (episodes ending,
+the simulator released, the node destroyed) runs to its end and the process exits 0 without a traceback. A
+Ctrl-C in the terminal of ``ros2 launch`` reaches every process of the launch, and ``ros2 launch`` then sends
+each of them SIGINT again: that second signal must not interrupt the first one's clean-up. The signals are
+handled here in Python, not by rclpy's handlers (those shut the ROS context down from a thread of their own at
+any moment, also while the executor builds its wait set, and leave the next signal to the default action).
+"""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+
+SPIN_SLICE_S = 0.1
+"""The executor spins in slices this long, s: the longest a node takes to notice a stop signal."""
+SHUTDOWN_TIMEOUT_S = 5.0
+"""How long a node's executor waits for its running callbacks when the node stops, s."""
 
 
 def run_node(
@@ -19,23 +35,57 @@ def run_node(
     make_executor: Callable[[], Executor] = SingleThreadedExecutor,
     on_exit: Callable[[Node], None] | None = None,
 ) -> None:
-    """Create the node after ``rclpy.init(args)`` and spin it on a new ``make_executor()`` until shutdown.
+    """Create the node after ``rclpy.init(args)`` and spin it on a new ``make_executor()`` until it must stop.
 
-    ``on_exit(node)`` runs before the node is destroyed, also after an error.
+    It stops on the first SIGINT or SIGTERM (:func:`stop_on_first_signal`) or when the ROS context is shut
+    down. Then the context is shut down (callbacks still running, such as an episode, see it and end), the
+    executor is shut down (a multi-threaded one waits for those callbacks), ``on_exit(node)`` runs (also
+    after an error) and the node is destroyed.
     """
-    rclpy.init(args=args)
+    stop = stop_on_first_signal()
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = make_node()
     executor = make_executor()
     executor.add_node(node)
     try:
-        executor.spin()
+        while not stop.is_set() and node.context.ok():
+            executor.spin_once(timeout_sec=SPIN_SLICE_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        rclpy.try_shutdown()
+        executor.shutdown(timeout_sec=SHUTDOWN_TIMEOUT_S)
         if on_exit is not None:
             on_exit(node)
         node.destroy_node()
-        rclpy.try_shutdown()
+
+
+def stop_on_first_signal(on_first: Callable[[int], None] | None = None) -> threading.Event:
+    """Return an event set by the first SIGINT or SIGTERM of the process; later ones are ignored.
+
+    Call it before ``rclpy.init(..., signal_handler_options=SignalHandlerOptions.NO)``. The first signal sets
+    the event and calls ``on_first(signum)`` (e.g. to raise ``KeyboardInterrupt`` in work that does not spin).
+    From then on both signals are ignored by the process itself (``SIG_IGN``), so the clean-up they would
+    interrupt runs to its end, and so does the interpreter's exit: Python gives its own handlers back their
+    default action while it finalizes, and a second Ctrl-C would kill the process there. Only the main
+    thread can install handlers; elsewhere (a node run from a test's thread) the event is never set by a signal.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        return stop
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            return
+        stop.set()
+        for ignored in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(ignored, signal.SIG_IGN)
+        if on_first is not None:
+            on_first(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handle)
+    return stop
 
 
 def spin_until(node: Node, done: Callable[[], bool], timeout: float = 30.0) -> bool:
