@@ -15,7 +15,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 import rclpy
@@ -25,8 +26,41 @@ from rclpy.signals import SignalHandlerOptions
 
 SPIN_SLICE_S = 0.1
 """The executor spins in slices this long, s: the longest a node takes to notice a stop signal."""
-SHUTDOWN_TIMEOUT_S = 5.0
-"""How long a node's executor waits for its running callbacks when the node stops, s."""
+DRAIN_TIMEOUT_S = 6.0
+"""How long a stopping node waits for its in-flight work (an episode) to end, s. ``ros2 launch`` sends SIGKILL
+10 s after its SIGINT."""
+
+
+class InFlight:
+    """Work of a node that runs across callbacks of a multi-threaded executor (episodes) and must end first.
+
+    The work runs inside ``with in_flight.running():`` and checks ``in_flight.stopping`` where it can stop.
+    When the node stops, :func:`run_node` sets ``stopping`` and keeps spinning (so the work can still reply over
+    ROS) until no work runs or ``DRAIN_TIMEOUT_S`` has passed; only then is the node destroyed.
+    """
+
+    def __init__(self) -> None:
+        """No work running, not stopping."""
+        self.stopping = threading.Event()
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Count the work inside the block as in flight."""
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+    @property
+    def busy(self) -> bool:
+        """True while some work runs."""
+        with self._lock:
+            return self._count > 0
 
 
 def run_node(
@@ -34,13 +68,14 @@ def run_node(
     args: list[str] | None = None,
     make_executor: Callable[[], Executor] = SingleThreadedExecutor,
     on_exit: Callable[[Node], None] | None = None,
+    in_flight: Callable[[Node], InFlight] | None = None,
 ) -> None:
     """Create the node after ``rclpy.init(args)`` and spin it on a new ``make_executor()`` until it must stop.
 
     It stops on the first SIGINT or SIGTERM (:func:`stop_on_first_signal`) or when the ROS context is shut
-    down. Then the context is shut down (callbacks still running, such as an episode, see it and end), the
-    executor is shut down (a multi-threaded one waits for those callbacks), ``on_exit(node)`` runs (also
-    after an error) and the node is destroyed.
+    down. Then the node's in-flight work (``in_flight(node)``, see :class:`InFlight`) is asked to stop and
+    awaited while the executor keeps spinning, ``on_exit(node)`` runs (also after an error), the node is
+    destroyed and the context shut down.
     """
     stop = stop_on_first_signal()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
@@ -50,14 +85,19 @@ def run_node(
     try:
         while not stop.is_set() and node.context.ok():
             executor.spin_once(timeout_sec=SPIN_SLICE_S)
+        if in_flight is not None:
+            work = in_flight(node)
+            work.stopping.set()
+            end = time.monotonic() + DRAIN_TIMEOUT_S
+            while work.busy and node.context.ok() and time.monotonic() < end:
+                executor.spin_once(timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        rclpy.try_shutdown()
-        executor.shutdown(timeout_sec=SHUTDOWN_TIMEOUT_S)
         if on_exit is not None:
             on_exit(node)
         node.destroy_node()
+        rclpy.try_shutdown()
 
 
 def stop_on_first_signal(on_first: Callable[[int], None] | None = None) -> threading.Event:
