@@ -9,11 +9,13 @@ It serves ``<namespace>/diagnose_episodes``, reads ``<namespace>/episode_results
 ``<namespace>/scene_specs``, and publishes diagnoses and programs (src/coda_critic/README.md).
 ``backend``, ``learned_model`` and ``vlm_model`` override critic.yaml when given; left empty, the
 file's value stands. Relative paths (``learned_root`` of critic.yaml among them) are taken from the
-folder ``ros2 launch`` runs in.
+folder ``ros2 launch`` runs in. The launch refuses to start (exit code 1, the reason in its log) when
+``backend`` is ``vlm`` and no ``vlm_model`` is set, or when ``vlm_model`` or ``learned_model`` names no folder.
 """
 
 import os
 
+import yaml
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
@@ -26,9 +28,27 @@ OVERRIDES = {
 }
 
 
+def _file_values(path: str) -> dict[str, object]:
+    """Return the critic's parameters in the parameter file ``path`` (its wildcard section)."""
+    with open(path) as stream:
+        data = yaml.safe_load(stream) or {}
+    return dict(data.get("/**", {}).get("ros__parameters", {}))
+
+
 def _critic(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     given = {name: context.launch_configurations[name] for name in OVERRIDES}
     overrides = {name: value for name, value in given.items() if value}
+    config = os.path.join(get_package_share_directory("coda_critic"), "config")
+    values = {**_file_values(os.path.join(config, "critic.yaml")), **overrides}
+    for name in ("vlm_model", "learned_model"):
+        if values.get(name):
+            if not os.path.isdir(str(values[name])):
+                raise RuntimeError(f"coda_critic.launch.py: {name}:={values[name]} is not a folder")
+            if name in overrides:
+                overrides[name] = os.path.abspath(overrides[name])
+    if values.get("backend") == "vlm" and not values.get("vlm_model"):
+        raise RuntimeError("coda_critic.launch.py: backend vlm needs vlm_model:=<local LLaVA-style checkpoint "
+                           "folder> (critic.yaml sets none)")
     namespace = context.launch_configurations["namespace"]
     return [
         Node(
@@ -36,10 +56,7 @@ def _critic(context: LaunchContext, *args: object, **kwargs: object) -> list[Nod
             executable="critic",
             name="critic",
             namespace=namespace or None,
-            parameters=[
-                os.path.join(get_package_share_directory("coda_critic"), "config", "critic.yaml"),
-                *([overrides] if overrides else []),
-            ],
+            parameters=[os.path.join(config, "critic.yaml"), *([overrides] if overrides else [])],
             output="screen",
         )
     ]

@@ -4,27 +4,38 @@
 
     ros2 launch launch/coda_doctor.launch.py
 
-The receiver prints a JSON report and exits 0 when every type arrived intact.
+The receiver prints a JSON report; the launch ends with it, exit code 0 when every type arrived intact,
+1 when one did not (or the receiver failed).
 """
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, RegisterEventHandler, Shutdown
+from launch.event_handlers import OnProcessExit
+from launch.events.process import ProcessExited
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 
+def _receiver_done(event: ProcessExited, context: LaunchContext) -> list[Shutdown]:
+    if event.returncode != 0 and not context.is_shutdown:  # not on Ctrl-C, where every process is stopped
+        # An error raised here makes `ros2 launch` shut everything down and exit with 1.
+        raise RuntimeError(f"the DDS check failed: the receiver exited with {event.returncode} (see its report)")
+    return [Shutdown(reason="the DDS check passed")]
+
+
 def generate_launch_description() -> LaunchDescription:
     timeout = LaunchConfiguration("timeout")
+    receiver = Node(
+        package="coda_engine",
+        executable="dds_check",
+        name="coda_check_receiver",
+        arguments=["receive", "--timeout", timeout],
+        output="screen",
+    )
     return LaunchDescription(
         [
             DeclareLaunchArgument("timeout", default_value="60.0", description="seconds to wait for the other side"),
-            Node(
-                package="coda_engine",
-                executable="dds_check",
-                name="coda_check_receiver",
-                arguments=["receive", "--timeout", timeout],
-                output="screen",
-            ),
+            receiver,
             Node(
                 package="coda_engine",
                 executable="dds_check",
@@ -32,5 +43,6 @@ def generate_launch_description() -> LaunchDescription:
                 arguments=["publish", "--timeout", timeout],
                 output="screen",
             ),
+            RegisterEventHandler(OnProcessExit(target_action=receiver, on_exit=_receiver_done)),
         ]
     )

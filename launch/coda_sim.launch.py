@@ -3,26 +3,44 @@
 """The whole loop as separate processes on one ROS domain.
 
     ros2 launch launch/coda_sim.launch.py run_dir:=runs/lab1 workers:=2 rounds:=3 budget:=32
+    ros2 launch launch/coda_sim.launch.py run_dir:=runs/lab2 config_file:=my_loop.yaml   # LoopConfig fields
 
 Starts the ``coda_loop`` node (round orchestration; scene generation, diagnosis and training run in
 its process), ``workers`` ``sim_bridge`` workers that run every episode (they load policy versions
 from ``<run_dir>/checkpoints``), and the ``memory`` node that announces each write of
 ``<run_dir>/memory.db`` on ``memory_events`` and answers ``query_memory``. More workers on other
 machines: launch/coda_workers.launch.py with the same checkpoint folder (shared file system).
+``config_file`` (YAML or JSON of LoopConfig fields) wins over ``rounds``, ``budget``, ``method`` and ``seed``.
 Relative paths are taken from the folder ``ros2 launch`` runs in.
+
+The launch ends with the loop: when the ``coda_loop`` process exits, the workers and the memory node are
+stopped, and ``ros2 launch`` exits 0 when the loop finished its rounds, 1 when it failed (e.g. another loop
+runs on the domain).
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch import Action, LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.event_handlers import OnProcessExit
+from launch.events.process import ProcessExited
 from launch_ros.actions import Node
 
 
-def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
+def _loop_done(event: ProcessExited, context: LaunchContext) -> list[Action]:
+    if event.returncode != 0 and not context.is_shutdown:  # not on Ctrl-C, where every process is stopped
+        # An error raised here makes `ros2 launch` stop every process and exit with 1.
+        raise RuntimeError(f"coda_loop exited with {event.returncode}: the run did not finish (see its log above)")
+    return [Shutdown(reason="coda_loop finished its rounds")]
+
+
+def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Action]:
     conf = context.launch_configurations
     run_dir = os.path.abspath(conf["run_dir"])
+    config_file = os.path.abspath(conf["config_file"]) if conf["config_file"] else ""
+    if config_file and not os.path.isfile(config_file):
+        raise RuntimeError(f"coda_sim.launch.py: config_file:={conf['config_file']} is not a file")
     os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
     share = get_package_share_directory("coda_engine")
     loop_share = get_package_share_directory("coda_loop")
@@ -33,7 +51,7 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Node
         parameters=[
             os.path.join(loop_share, "config", "loop.yaml"),
             {"run_dir": run_dir, "rounds": int(conf["rounds"]), "budget": int(conf["budget"]),
-             "method": conf["method"], "seed": int(conf["seed"])},
+             "method": conf["method"], "seed": int(conf["seed"]), "config_file": config_file},
         ],
         output="screen",
     )
@@ -57,7 +75,7 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Node
         )
         for i in range(int(conf["workers"]))
     ]
-    return [loop, memory, *workers]
+    return [loop, memory, *workers, RegisterEventHandler(OnProcessExit(target_action=loop, on_exit=_loop_done))]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -69,6 +87,9 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("budget", default_value="32", description="scenes generated per round"),
             DeclareLaunchArgument("method", default_value="coda", description="loop variant (coda experiment)"),
             DeclareLaunchArgument("seed", default_value="0", description="seed of the run"),
+            DeclareLaunchArgument("config_file", default_value="",
+                                  description="YAML/JSON of LoopConfig fields; they win over rounds, budget, method, "
+                                              "seed (empty: none)"),
             OpaqueFunction(function=_nodes),
         ]
     )

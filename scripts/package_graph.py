@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROS_PACKAGES = frozenset({
-    "action_msgs", "ament_index_python", "builtin_interfaces", "geometry_msgs", "rcl_interfaces", "rclpy",
-    "rosidl_parser", "rosidl_runtime_py", "sensor_msgs", "std_msgs", "std_srvs", "trajectory_msgs",
+    "action_msgs", "ament_index_python", "builtin_interfaces", "geometry_msgs", "launch", "launch_ros",
+    "launch_testing", "launch_testing_ros", "rcl_interfaces", "rclpy", "rosidl_parser", "rosidl_runtime_py",
+    "sensor_msgs", "std_msgs", "std_srvs", "trajectory_msgs",
 })
 """ROS 2 packages imported by their own name (the name is the dependency key)."""
 

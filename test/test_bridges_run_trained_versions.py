@@ -158,3 +158,62 @@ def test_sim_bridge_fetches_a_version_it_lacks_once_and_refuses_a_wrong_one(rclp
         assert not result.accepted and result.result.status == EpisodeResult.STATUS_REJECTED
         assert expected in result.error, result.error
     assert server.sent == {"r001-rl": 1}
+
+
+@pytest.mark.parametrize("bridge", ["sim_bridge", "arm_bridge"])
+def test_ctrl_c_mid_episode_ends_the_episode_answers_it_and_exits_zero(tmp_path: Path, start_process: Any,
+                                                                       rclpy_node: Any, save_policy_version: Any,
+                                                                       stand_in_robot: Any, bridge: str) -> None:
+    """SIGINT twice (a terminal's Ctrl-C, then ``ros2 launch``'s) while a bridge runs a trained version's episode.
+
+    The episode stops (aborted, saying so), its result still reaches the caller, and the process exits 0 without
+    a traceback.
+    """
+    import signal
+    import subprocess
+    import time
+
+    from coda_engine.ros.convert import dict_to_msg
+    from coda_engine.ros.spin import spin_until
+    from coda_msgs.msg import SceneSpec
+
+    root = tmp_path / "checkpoints"
+    save_policy_version(root / "v-untrained", id_success=0.9)
+    ns = "stop_mid"
+    if bridge == "arm_bridge":
+        start_process([sys.executable, "-m", "coda_engine.ros.fake_arm_node", "--ros-args", "-r", f"__ns:=/{ns}"])
+        cmd = [sys.executable, "-m", "coda_engine.ros.arm_bridge_node", "--ros-args", "-r", f"__ns:=/{ns}",
+               "-p", f"robot_config:={stand_in_robot()}", "-p", f"checkpoint_root:={root}"]
+    else:
+        cmd = [sys.executable, "-m", "coda_engine.ros.sim_bridge_node", "--ros-args", "-r", f"__ns:=/{ns}",
+               "-p", f"checkpoint_root:={root}", "-p", "camera_rate_hz:=0.0"]
+    log = tmp_path / "bridge.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        client = ActionClient(rclpy_node, RunEpisode, f"/{ns}/run_episode")
+        assert spin_until(rclpy_node, client.server_is_ready, 60.0), log.read_text()[-2000:]
+        steps: list[int] = []
+        scene = generate_seeded("reach", 21, SceneParams())
+        goal = RunEpisode.Goal(scene=dict_to_msg(SceneSpec, scene.to_dict()), policy_version="v-untrained",
+                               max_steps=100_000)
+        sent = client.send_goal_async(goal, feedback_callback=lambda msg: steps.append(msg.feedback.step))
+        assert spin_until(rclpy_node, sent.done, 30.0) and sent.result().accepted
+        result = sent.result().get_result_async()
+        assert spin_until(rclpy_node, lambda: len(steps) >= 5, 120.0), f"the episode did not run: {steps}"
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert spin_until(rclpy_node, result.done, 30.0), "the stopped episode was not answered"
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    answer = result.result().result
+    assert answer.accepted, answer.error
+    assert answer.result.status == EpisodeResult.STATUS_ABORTED, answer.result.status_detail
+    assert "stop" in answer.result.status_detail and 5 <= answer.result.length < 100_000
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
+    assert "Traceback" not in text and "never retrieved" not in text, text[-3000:]

@@ -85,3 +85,27 @@ def test_other_domain_does_not_see_the_traffic(ros_domain: int) -> None:
     out, _ = receiver.communicate(timeout=60)
     publisher.wait(timeout=60)
     assert '"types_received": 0' in out
+
+
+def test_both_sides_take_the_ros_arguments_launch_gives(ros_domain: int, rclpy_node) -> None:
+    """``ros2 launch`` appends ``--ros-args -r __node:=<name>``: the check runs, under the names given."""
+    import json
+    import time
+
+    cmd = [sys.executable, "-m", "coda_engine.ros.dds_check"]
+    receiver = subprocess.Popen([*cmd, "receive", "--timeout", "60", "--ros-args", "-r", "__node:=lab_receiver"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while ("lab_receiver", "/") not in rclpy_node.get_node_names_and_namespaces():
+            assert time.monotonic() < deadline and receiver.poll() is None, receiver.stderr.read()[-2000:]
+            time.sleep(0.1)
+        publisher = subprocess.Popen([*cmd, "publish", "--timeout", "60", "--ros-args", "-r",
+                                      "__node:=lab_publisher"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        out, err = receiver.communicate(timeout=90)
+        _, publisher_err = publisher.communicate(timeout=90)
+    finally:
+        receiver.kill()
+    assert receiver.returncode == 0 and publisher.returncode == 0, err[-2000:] + publisher_err[-2000:]
+    assert json.loads(out.strip().splitlines()[-1])["types_received"] == len(all_message_types())

@@ -159,3 +159,36 @@ def test_sim_bridge_runs_expert_episodes_and_rejects_bad_goals(rclpy_node: Any, 
     again, _ = _run(rclpy_node, client, _goal(7, "pick_place"))
     assert again.accepted and again.result.length > 0
     assert sim_bridge.poll() is None
+
+
+# ---------------------------------------------------------------- stopping
+@pytest.mark.parametrize("module,name", [("scene_generator_node", "scene_generator"), ("sim_bridge_node", "sim_bridge"),
+                                         ("fake_arm_node", "fake_ros2_control_arm"), ("arm_bridge_node", "arm_bridge")])
+@pytest.mark.parametrize("gap_s", [0.05, 0.5])
+def test_a_node_stops_cleanly_on_ctrl_c_and_the_signal_launch_sends_after_it(rclpy_node: Any, stand_in_robot: Any,
+                                                                             module: str, name: str,
+                                                                             gap_s: float) -> None:
+    """A Ctrl-C in the terminal of ``ros2 launch`` reaches every process, then ``ros2 launch`` sends SIGINT again.
+
+    The second signal comes while the first one's clean-up runs (executor, simulator, node) or while the
+    interpreter exits: it must interrupt neither. The node exits 0 without a traceback.
+    """
+    import signal
+    import subprocess
+    import time
+
+    extra = ["-p", f"robot_config:={stand_in_robot()}"] if module == "arm_bridge_node" else []
+    proc = subprocess.Popen(node_cmd(module, "-r", "__ns:=/stop_t", *extra), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert spin_until(rclpy_node, lambda: (name, "/stop_t") in rclpy_node.get_node_names_and_namespaces(), 60.0)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(gap_s)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]

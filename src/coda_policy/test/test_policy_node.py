@@ -296,3 +296,42 @@ def test_cpp_and_python_paths_command_alike_over_dds(tmp_path, rclpy_node, start
     ran = [pair["cpp"] for pair in pairs if not pair["cpp"].hold]
     assert len(ran) >= 35 and {c.policy_version for c in ran} == {"v1", "v2"}
     assert any(max(abs(c.delta.x), abs(c.delta.y), abs(c.delta.z)) == pytest.approx(0.005) for c in ran)
+
+
+@pytest.mark.parametrize("gap_s", [0.05, 0.5])
+def test_policy_node_stops_cleanly_on_ctrl_c_and_the_signal_launch_sends_after_it(tmp_path, rclpy_node,
+                                                                                  tiny_policy_config, gap_s):
+    """Ctrl-C in the terminal of ``ros2 launch``, then ``ros2 launch``'s own SIGINT: exit 0, no traceback.
+
+    The node has a version and an instruction (its text model loaded, its objects frozen out of the collector)
+    when the signals come.
+    """
+    import signal
+    import subprocess
+
+    from coda_engine.ros.spin import spin_until
+
+    save_checkpoint(tmp_path / "v1", build_policy(tiny_policy_config, 0).net.eval(), "v1")
+    log = tmp_path / "node.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args",
+                                 "-p", f"checkpoint_root:={tmp_path}", "-p", "initial_version:=v1"],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        instruction = rclpy_node.create_publisher(String, "instruction", 10)
+        deadline = time.monotonic() + 120
+        while "instruction: 'touch the red ball'" not in log.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-3000:]
+            instruction.publish(String(data="touch the red ball"))
+            spin_until(rclpy_node, lambda: False, 0.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(gap_s)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]

@@ -75,7 +75,7 @@ from coda_engine.ros.checkpoints import CheckpointFetcher
 from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg, msg_to_image
 from coda_engine.ros.security import cell_security
-from coda_engine.ros.spin import NodeThread, run_node
+from coda_engine.ros.spin import InFlight, NodeThread, run_node
 from coda_engine.sim.scene import Scene
 from coda_msgs.action import RunEpisode
 from coda_msgs.msg import ArmCommand, EpisodeResult, ObjectStates, SafetyEvent, SceneSpec
@@ -118,6 +118,8 @@ class _BridgeIO:
     def stop_reason(self) -> str:
         if self.goal_handle.is_cancel_requested:
             return "goal cancelled"
+        if self.node.in_flight.stopping.is_set():
+            return "the bridge is shutting down"
         if self.node.safety.latched:
             return f"e-stop latched ({self.node.safety.latch_reason})"
         return ""
@@ -191,6 +193,8 @@ class ArmBridgeNode(Node):
         self.image: Image | None = None
         self.verdict: tuple[float, bool] | None = None
         self.episode_lock = threading.Lock()
+        self.in_flight = InFlight()
+        """Episodes being run; when the node stops, they end (aborted) and reply before it is destroyed."""
         self.episode_counter = itertools.count()
         self.event_counter = itertools.count()
         self.live_version = ""
@@ -228,7 +232,7 @@ class ArmBridgeNode(Node):
             RunEpisode,
             "run_episode",
             execute_callback=self.execute_episode,
-            goal_callback=lambda goal: GoalResponse.ACCEPT,
+            goal_callback=lambda goal: GoalResponse.REJECT if self.in_flight.stopping.is_set() else GoalResponse.ACCEPT,
             cancel_callback=lambda handle: CancelResponse.ACCEPT,
             callback_group=ReentrantCallbackGroup(),
         )
@@ -471,6 +475,10 @@ class ArmBridgeNode(Node):
 
     def execute_episode(self, goal_handle: object) -> RunEpisode.Result:
         """Run one episode for a RunEpisode goal (one at a time); invalid goals end REJECTED."""
+        with self.in_flight.running():
+            return self._execute_episode(goal_handle)
+
+    def _execute_episode(self, goal_handle: object) -> RunEpisode.Result:
         goal = goal_handle.request
         episode_id = goal.episode_id or f"{self.robot.robot_id}-{next(self.episode_counter):06d}"
         if not self.episode_lock.acquire(blocking=False):
@@ -532,7 +540,7 @@ class ArmBridgeNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Run the node with a multi-threaded executor until shutdown."""
     run_node(ArmBridgeNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=4),
-             on_exit=lambda node: node.live.close())
+             on_exit=lambda node: node.live.close(), in_flight=lambda node: node.in_flight)
 
 
 if __name__ == "__main__":

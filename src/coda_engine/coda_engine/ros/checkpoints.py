@@ -74,8 +74,10 @@ class BackgroundCheckpointServer:
         """Start serving ``checkpoint_root`` under ``owner``'s name, in ``owner``'s context."""
         import rclpy
 
+        # Without the process's global ROS arguments: `ros2 launch` starts the owner with `-r __node:=<name>`,
+        # which would rename this node to the owner's name too (two nodes of one name in the graph).
         self.node = rclpy.create_node(f"{owner.get_name()}_checkpoint_server", namespace=owner.get_namespace(),
-                                      context=owner.context)
+                                      context=owner.context, use_global_arguments=False)
         self.server = CheckpointServer(self.node, checkpoint_root,
                                        f"{owner.get_fully_qualified_name().rstrip('/')}/get_checkpoint")
         self.name = self.server.name

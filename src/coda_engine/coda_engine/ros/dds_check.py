@@ -10,6 +10,10 @@ acknowledges. Only rclpy and the built coda_msgs are used.
     python -m coda_engine.ros.dds_check            # runs both processes, prints a JSON report
     python -m coda_engine.ros.dds_check receive    # one side only (for use across machines)
     python -m coda_engine.ros.dds_check publish
+    python -m coda_engine.ros.dds_check receive --ros-args -r __node:=checker   # ROS arguments go to rclpy
+
+Arguments after ``--ros-args`` (what ``ros2 launch`` adds: node name remapping, parameter files) are handed to
+``rclpy.init``; the other arguments are this command's.
 """
 
 from __future__ import annotations
@@ -52,14 +56,17 @@ def _qos():  # noqa: ANN202 - rclpy type imported lazily
     return QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-def publish(timeout: float) -> int:
-    """Publish every sample (latched) until the receiver acknowledges; return an exit code."""
+def publish(timeout: float, ros_args: list[str] | None = None) -> int:
+    """Publish every sample (latched) until the receiver acknowledges; return an exit code.
+
+    ``ros_args``: the process's command line with its ROS arguments (``--ros-args ...``), for ``rclpy.init``.
+    """
     import rclpy
     from std_msgs.msg import String
 
     from coda_engine.ros.interface_samples import all_message_types, sample_message
 
-    rclpy.init()
+    rclpy.init(args=ros_args)
     node = rclpy.create_node("coda_check_publisher")
     acked: list[str] = []
     node.create_subscription(String, f"{TOPIC_PREFIX}/ack", lambda m: acked.append(m.data), _qos())
@@ -76,15 +83,15 @@ def publish(timeout: float) -> int:
     return 0 if acked else 1
 
 
-def receive(timeout: float) -> CheckReport:
-    """Subscribe to every sample topic, compare what arrives, acknowledge, and report."""
+def receive(timeout: float, ros_args: list[str] | None = None) -> CheckReport:
+    """Subscribe to every sample topic, compare what arrives, acknowledge, and report (``ros_args``: as publish)."""
     import rclpy
     from std_msgs.msg import String
 
     from coda_engine.ros.interface_samples import all_message_types, sample_message
 
     start = time.monotonic()
-    rclpy.init()
+    rclpy.init(args=ros_args)
     node = rclpy.create_node("coda_check_receiver")
     types = all_message_types()
     received: dict[str, bool] = {}
@@ -137,13 +144,16 @@ def run_two_processes(timeout: float = 60.0, domain_id: int | None = None) -> Ch
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; see the module docstring."""
+    from rclpy.utilities import remove_ros_args
+
+    full = list(sys.argv if argv is None else [sys.argv[0], *argv])
     parser = argparse.ArgumentParser(prog="python -m coda_engine.ros.dds_check", description=__doc__.split("\n")[0])
     parser.add_argument("role", nargs="?", choices=["both", "publish", "receive"], default="both")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the other side")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(remove_ros_args(full)[1:])
     if args.role == "publish":
-        return publish(args.timeout)
-    report = receive(args.timeout) if args.role == "receive" else run_two_processes(args.timeout)
+        return publish(args.timeout, full)
+    report = receive(args.timeout, full) if args.role == "receive" else run_two_processes(args.timeout)
     print(json.dumps(asdict(report)), flush=True)
     return 0 if report.ok else 1
 

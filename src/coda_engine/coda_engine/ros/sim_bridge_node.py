@@ -43,7 +43,7 @@ from coda_engine.episodes import STATUS_REJECTED, RecordingConfig, run_recorded_
 from coda_engine.ros.checkpoints import CheckpointFetcher
 from coda_engine.ros.convert import ConversionError, dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg
-from coda_engine.ros.spin import run_node
+from coda_engine.ros.spin import InFlight, run_node
 from coda_engine.sim import panda
 from coda_engine.sim.arm import ArmConfig, SimArm
 from coda_engine.sim.generator import generate_seeded
@@ -102,6 +102,8 @@ class SimBridgeNode(Node):
         # Every use of self.arm happens on this one thread; callbacks hand work to it.
         self.sim_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim")
         self.episode_running = False
+        self.in_flight = InFlight()
+        """Episodes being run; when the node stops, they end (aborted) and reply before it is destroyed."""
         self.arm = self.on_sim(SimArm, ArmConfig(control_hz=rate))
         self.load_scene(generate_seeded(family, seed, SceneParams()))
         self.episode_counter = itertools.count()
@@ -125,7 +127,7 @@ class SimBridgeNode(Node):
             RunEpisode,
             "run_episode",
             execute_callback=self.execute_episode,
-            goal_callback=lambda goal: GoalResponse.ACCEPT,
+            goal_callback=lambda goal: GoalResponse.REJECT if self.in_flight.stopping.is_set() else GoalResponse.ACCEPT,
             cancel_callback=lambda handle: CancelResponse.ACCEPT,
             callback_group=ReentrantCallbackGroup(),
         )
@@ -220,6 +222,10 @@ class SimBridgeNode(Node):
     # ---------------------------------------------------------------- episodes
     def execute_episode(self, goal_handle: object) -> RunEpisode.Result:
         """Run one episode for a RunEpisode goal; invalid goals end with a REJECTED result."""
+        with self.in_flight.running():
+            return self._execute_episode(goal_handle)
+
+    def _execute_episode(self, goal_handle: object) -> RunEpisode.Result:
         goal = goal_handle.request
         episode_id = goal.episode_id or f"{self.robot_id}-{next(self.episode_counter):06d}"
         result = RunEpisode.Result()
@@ -263,7 +269,7 @@ class SimBridgeNode(Node):
                 max_steps=goal.max_steps,
                 config=config,
                 progress=progress,
-                should_stop=lambda: goal_handle.is_cancel_requested,
+                should_stop=lambda: goal_handle.is_cancel_requested or self.in_flight.stopping.is_set(),
             )
             self.q_target = self.arm.joint_positions()[:7]
             return episode
@@ -297,7 +303,8 @@ def _release_arm(node: SimBridgeNode) -> None:
 
 def main(args: list[str] | None = None) -> None:
     """Run the node with a multi-threaded executor until shutdown."""
-    run_node(SimBridgeNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=3), on_exit=_release_arm)
+    run_node(SimBridgeNode, args, make_executor=lambda: MultiThreadedExecutor(num_threads=3), on_exit=_release_arm,
+             in_flight=lambda node: node.in_flight)
 
 
 if __name__ == "__main__":

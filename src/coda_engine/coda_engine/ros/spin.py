@@ -1,16 +1,66 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""The one ``main`` every node of the workspace uses: init, spin until Ctrl-C or shutdown, clean up."""
+"""The one ``main`` every node of the workspace uses: init, spin until Ctrl-C or shutdown, clean up.
+
+Stopping: the first SIGINT or SIGTERM stops a node; later ones are ignored, so its clean-up (episodes ending,
+the simulator released, the node destroyed) runs to its end and the process exits 0 without a traceback. A
+Ctrl-C in the terminal of ``ros2 launch`` reaches every process of the launch, and ``ros2 launch`` then sends
+each of them SIGINT again: that second signal must not interrupt the first one's clean-up. The signals are
+handled here in Python, not by rclpy's handlers (those shut the ROS context down from a thread of their own at
+any moment, also while the executor builds its wait set, and leave the next signal to the default action).
+"""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+
+SPIN_SLICE_S = 0.1
+"""The executor spins in slices this long, s: the longest a node takes to notice a stop signal."""
+DRAIN_TIMEOUT_S = 6.0
+"""How long a stopping node waits for its in-flight work (an episode) to end, s. ``ros2 launch`` sends SIGKILL
+10 s after its SIGINT."""
+
+
+class InFlight:
+    """Work of a node that runs across callbacks of a multi-threaded executor (episodes) and must end first.
+
+    The work runs inside ``with in_flight.running():`` and checks ``in_flight.stopping`` where it can stop.
+    When the node stops, :func:`run_node` sets ``stopping`` and keeps spinning (so the work can still reply over
+    ROS) until no work runs or ``DRAIN_TIMEOUT_S`` has passed; only then is the node destroyed.
+    """
+
+    def __init__(self) -> None:
+        """No work running, not stopping."""
+        self.stopping = threading.Event()
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Count the work inside the block as in flight."""
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+    @property
+    def busy(self) -> bool:
+        """True while some work runs."""
+        with self._lock:
+            return self._count > 0
 
 
 def run_node(
@@ -18,17 +68,29 @@ def run_node(
     args: list[str] | None = None,
     make_executor: Callable[[], Executor] = SingleThreadedExecutor,
     on_exit: Callable[[Node], None] | None = None,
+    in_flight: Callable[[Node], InFlight] | None = None,
 ) -> None:
-    """Create the node after ``rclpy.init(args)`` and spin it on a new ``make_executor()`` until shutdown.
+    """Create the node after ``rclpy.init(args)`` and spin it on a new ``make_executor()`` until it must stop.
 
-    ``on_exit(node)`` runs before the node is destroyed, also after an error.
+    It stops on the first SIGINT or SIGTERM (:func:`stop_on_first_signal`) or when the ROS context is shut
+    down. Then the node's in-flight work (``in_flight(node)``, see :class:`InFlight`) is asked to stop and
+    awaited while the executor keeps spinning, ``on_exit(node)`` runs (also after an error), the node is
+    destroyed and the context shut down.
     """
-    rclpy.init(args=args)
+    stop = stop_on_first_signal()
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = make_node()
     executor = make_executor()
     executor.add_node(node)
     try:
-        executor.spin()
+        while not stop.is_set() and node.context.ok():
+            executor.spin_once(timeout_sec=SPIN_SLICE_S)
+        if in_flight is not None:
+            work = in_flight(node)
+            work.stopping.set()
+            end = time.monotonic() + DRAIN_TIMEOUT_S
+            while work.busy and node.context.ok() and time.monotonic() < end:
+                executor.spin_once(timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
@@ -36,6 +98,34 @@ def run_node(
             on_exit(node)
         node.destroy_node()
         rclpy.try_shutdown()
+
+
+def stop_on_first_signal(on_first: Callable[[int], None] | None = None) -> threading.Event:
+    """Return an event set by the first SIGINT or SIGTERM of the process; later ones are ignored.
+
+    Call it before ``rclpy.init(..., signal_handler_options=SignalHandlerOptions.NO)``. The first signal sets
+    the event and calls ``on_first(signum)`` (e.g. to raise ``KeyboardInterrupt`` in work that does not spin).
+    From then on both signals are ignored by the process itself (``SIG_IGN``), so the clean-up they would
+    interrupt runs to its end, and so does the interpreter's exit: Python gives its own handlers back their
+    default action while it finalizes, and a second Ctrl-C would kill the process there. Only the main
+    thread can install handlers; elsewhere (a node run from a test's thread) the event is never set by a signal.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        return stop
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            return
+        stop.set()
+        for ignored in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(ignored, signal.SIG_IGN)
+        if on_first is not None:
+            on_first(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handle)
+    return stop
 
 
 def spin_until(node: Node, done: Callable[[], bool], timeout: float = 30.0) -> bool:

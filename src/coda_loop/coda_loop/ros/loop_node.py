@@ -6,7 +6,11 @@ It runs :class:`coda_loop.rounds.CoevolutionLoop` on the run folder of parameter
 (resuming it when it exists) and sends episodes to the ``sim_bridge`` workers on the domain (plus
 ``workers`` local processes, none by default). Scene generation, diagnosis and training run inside
 this process; the ``memory`` node started next to it announces every write. Parameters: see
-config/loop.yaml. The node exits when the last round has finished.
+config/loop.yaml. The node exits when the last round has finished, with status 0; with 2 when it cannot
+start (a bad parameter or config file, another loop on the domain). SIGINT or SIGTERM stops it between two
+steps of its work, with status 0: the run folder keeps every finished step, and the next start with the same
+``run_dir`` resumes it. Later signals are ignored until it has closed the run (``ros2 launch`` sends one of its
+own after a terminal's Ctrl-C).
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import sys
 from pathlib import Path
 
 import rclpy
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
+from coda_engine.ros.spin import stop_on_first_signal
 from coda_loop.config import LoopConfig
 from coda_loop.ros.graph import DISCOVERY_WAIT_S, refuse_second_loop
 from coda_loop.rounds import CoevolutionLoop
@@ -61,21 +68,26 @@ class LoopNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the loop to its end."""
-    rclpy.init(args=args)
+    """Run the loop to its end, or until the first SIGINT / SIGTERM."""
+    running = [True]
+
+    def interrupt(signum: int) -> None:
+        if running[0]:  # once the run is closing, a signal changes nothing
+            raise KeyboardInterrupt
+
+    # The signal stops the work where it is and the clean-up below still has its ROS context (rclpy's own
+    # handlers would shut it down first); the loop's waits for episodes are short, so it stops within 0.1 s.
+    stop_on_first_signal(on_first=interrupt)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = LoopNode()
+    loop: CoevolutionLoop | None = None
+    code = 0
     try:
         if node.discovery_wait > 0:
             refuse_second_loop(node, node.discovery_wait)
         loop = CoevolutionLoop(node.run_dir, node.config(), node=node,
                                on_event=lambda r, step, out: node.get_logger().info(
                                    f"round {r} {step}: " + ("started" if out is None else json.dumps(out)[:300])))
-    except (ValueError, RuntimeError) as error:
-        node.get_logger().error(str(error))
-        node.destroy_node()
-        rclpy.try_shutdown()
-        sys.exit(2)
-    try:
         if loop.config.workers == 0:
             import time
 
@@ -83,13 +95,23 @@ def main(args: list[str] | None = None) -> None:
             while not loop.runner.remote_workers() and time.monotonic() < end:
                 rclpy.spin_once(node, timeout_sec=0.5)
         summary = loop.run()
+        running[0] = False
         node.get_logger().info(f"finished: {json.dumps(summary)}")
-    except KeyboardInterrupt:
-        pass
+    except (ValueError, RuntimeError) as error:
+        if loop is not None:  # an error of the run itself, not of its start
+            raise
+        node.get_logger().error(str(error))
+        code = 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        node.get_logger().info(f"stopped; the next start with run_dir {node.run_dir} resumes the run")
     finally:
-        loop.close()
+        running[0] = False
+        if loop is not None:
+            loop.close()
         node.destroy_node()
         rclpy.try_shutdown()
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -51,8 +51,6 @@ otherwise stall one tick for hundreds of milliseconds.
 from __future__ import annotations
 
 import gc
-import signal
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -66,6 +64,7 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from coda_engine.ros.spin import stop_on_first_signal
 from coda_msgs.msg import ArmCommand, ObjectStates, PolicyVersion
 from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version, native_tick_spec
 from coda_policy.ros.convert import checkpoint_folder, fill_command_msg, objects_from_msg, stamp_seconds
@@ -314,13 +313,12 @@ class PolicyNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Run the node until SIGINT/SIGTERM or an external shutdown.
 
-    The signals are handled here (rclpy's own handlers are off) and the executor spins in short slices, so
+    The signals are handled here (rclpy's own handlers are off; the first one stops the node, later ones are
+    ignored: :func:`coda_engine.ros.spin.stop_on_first_signal`) and the executor spins in short slices, so
     the process leaves promptly: with rclpy's handlers it could hang in interpreter finalisation.
     """
-    stop = threading.Event()
+    stop = stop_on_first_signal()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     node = PolicyNode()
     if node.get_parameter("executor").value == "events":
         from rclpy.experimental import EventsExecutor
