@@ -351,6 +351,8 @@ class ArmBridgeNode(Node):
 
         def fresh() -> tuple[JointReading | None, str]:
             joints = self.joints
+            if self.in_flight.stopping.is_set():
+                return joints, "the bridge is shutting down"
             if self.safety.latched:
                 return joints, f"e-stop latched again ({self.safety.latch_reason})"
             now = time.monotonic()
@@ -359,10 +361,12 @@ class ArmBridgeNode(Node):
                 return joints, intervene(watchdog or Intervention("watchdog", "no joint_states received", now), joints)
             return joints, ""
 
-        with self.episode_lock:
+        with self.in_flight.running(), self.episode_lock:  # a stopping bridge ends the move and waits for it
             opening = self.joints.opening if self.joints is not None else self.robot.max_finger_opening
             reason = move_home(io, self.kin, self.safety, self.robot, opening, fresh, intervene,
                                speed_fraction=self.robot.safety.rehome_speed_fraction, rehome=True)
+        if self.in_flight.stopping.is_set():
+            return
         if not reason:
             self.safety.rehomed()
             self.get_logger().info(f"{self.robot.robot_id} is home after the e-stop release: commands accepted")
