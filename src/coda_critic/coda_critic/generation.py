@@ -6,9 +6,11 @@
 
 * **targeted**: every failed diagnosis is assigned to one condition group (family + one condition
   such as ``position_region=left_far``): among the groups it belongs to with at least ``min_support``
-  failures, the one with the highest failure rate (ties: more failures, then ``condition_keys`` order);
-  without such a group, its family alone. Groups get scenes in proportion to the failures assigned to
-  them, and each allocation lists exactly those diagnoses as its causes.
+  failures, the one with the highest failure rate (``target_rule="failure_rate"``) or, with
+  ``learning_potential``, the one whose success rate s maximises s (1 - s) among those solved at least once
+  (ties: more failures, then ``condition_keys`` order); without such a group, its family alone. Groups get
+  scenes in proportion to the failures assigned to them, and each allocation lists exactly those diagnoses as
+  its causes.
 * **scene replay** (with memory): scenes of earlier rounds that the policy failed at its latest attempt
   are played again, exactly (``Condition("scene", <scene id>)``), so a failure is revisited by the
   improved policy (and, with corrective demonstrations, demonstrated from where that policy fails now).
@@ -48,6 +50,7 @@ from coda_engine.sim.vocab import load_vocabulary
 
 KIND_TARGETED, KIND_EXPLORATION, KIND_REPLAY = "targeted", "exploration", "replay"
 KINDS = (KIND_TARGETED, KIND_EXPLORATION, KIND_REPLAY)
+TARGET_RULES = ("failure_rate", "learning_potential")
 REGIONS = tuple(f"{side}_{depth}" for side in ("left", "center", "right") for depth in ("near", "far"))
 
 
@@ -63,6 +66,10 @@ class GenerationConfig:
     """Failures a condition group needs before it is targeted on its own (else: the family)."""
     max_targeted: int = 8
     """Most targeted allocations (the groups with the fewest failures merge into their families)."""
+    target_rule: str = "failure_rate"
+    """Which of a failed episode's condition groups it is assigned to: ``failure_rate`` (the group with the highest
+    failure rate) or ``learning_potential`` (the group whose success rate s maximises s (1 - s): conditions the
+    policy solves sometimes; groups it never solved are not targeted on their own)."""
     condition_keys: tuple[str, ...] = ("position_region", "num_distractors", "target_shape", "target_color",
                                        "phrasing", "target_size")
     """Condition keys that may be targeted, in tie-break order."""
@@ -87,6 +94,8 @@ class GenerationConfig:
         if self.max_scene_attempts < 1 or self.staleness_weight < 0:
             raise ValueError(f"GenerationConfig: max_scene_attempts={self.max_scene_attempts} must be >= 1 and "
                              f"staleness_weight={self.staleness_weight} >= 0")
+        if self.target_rule not in TARGET_RULES:
+            raise ValueError(f"GenerationConfig: target_rule={self.target_rule!r} must be one of {TARGET_RULES}")
         if self.min_support < 1 or self.max_targeted < 1:
             raise ValueError("GenerationConfig: min_support and max_targeted must be >= 1")
         if not 0 <= self.fixed_rate < self.failing_rate <= 1:
@@ -386,8 +395,10 @@ class GenerationPlanner:
             if not d.is_failure:
                 continue
             options = [g for g in _groups(d, keys) if rates[g][0] >= cfg.min_support]
+            if cfg.target_rule == "learning_potential":
+                options = [g for g in options if rates[g][0] < rates[g][1]]
             if options:
-                best = max(options, key=lambda g: (rates[g][0] / rates[g][1], rates[g][0], -keys.index(g[1])))
+                best = max(options, key=lambda g: (self._target_score(*rates[g]), rates[g][0], -keys.index(g[1])))
             else:
                 best = (d.family, "", "")
             assigned[best].append(d)
@@ -412,6 +423,11 @@ class GenerationPlanner:
             reason = (f"targeted: {_label(group)} failed {failures} of {total} episodes ({summary})")
             result.append((group, [d.diagnosis_id for d in members], reason))
         return result
+
+    def _target_score(self, failures: int, total: int) -> float:
+        """Score of a condition group under ``target_rule`` (higher is targeted first)."""
+        rate = failures / total
+        return rate if self.config.target_rule == "failure_rate" else rate * (1.0 - rate)
 
     def _replay(self, diagnoses: Sequence[Diagnosis], history: Sequence[Diagnosis]
                 ) -> list[tuple[Group, list[str], str]]:

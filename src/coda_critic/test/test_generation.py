@@ -187,3 +187,35 @@ def _as_success(d):
 
     return dataclasses.replace(d, diagnosis_id=d.diagnosis_id + "-ok", failure_mode="success", failed_stage=-1,
                                failed_stage_name="", failure_step=-1)
+
+
+def test_learning_potential_targets_conditions_solved_sometimes():
+    from coda_critic.generation import Outcome
+
+    def outcome(i: int, region: str, distractors: str, success: bool) -> Outcome:
+        return Outcome(f"e{i}", f"s{i}", "pick_place", success,
+                       (Condition("position_region", region), Condition("num_distractors", distractors)))
+
+    # left_far is never solved; num_distractors=1 half the time; right_near three times in four
+    outcomes = ([outcome(i, "left_far", "1", False) for i in range(4)]
+                + [outcome(4 + i, "right_near", "1", i < 4) for i in range(4)]
+                + [outcome(8 + i, "right_near", "2", i > 0) for i in range(4)])
+    by_rate = GenerationPlanner(GenerationConfig(replay_share=0.0)).plan(outcomes, budget=20, round_index=1)
+    by_potential = GenerationPlanner(GenerationConfig(replay_share=0.0, target_rule="learning_potential")).plan(
+        outcomes, budget=20, round_index=1)
+
+    def lines(program: GenerationProgram) -> dict[tuple[str, ...], list[str]]:
+        return {tuple(f"{c.key}={c.value}" for c in a.conditions[1:]): a.cause_diagnosis_ids
+                for a in program.allocations if a.kind == "targeted"}
+
+    # failure rate: the four left_far failures go to left_far (failed 4 of 4)
+    assert lines(by_rate)[("position_region=left_far",)] == ["e0", "e1", "e2", "e3"]
+    # learning potential: the same failures go to num_distractors=1 (solved 4 of 8: s (1 - s) = .25, the highest);
+    # left_far, never solved, is no target of its own
+    got = lines(by_potential)
+    assert ("position_region=left_far",) not in got
+    assert got[("num_distractors=1",)] == ["e0", "e1", "e2", "e3"]
+    assert got[()] == ["e8"] == lines(by_rate)[()]  # its groups have one failure each: below min_support
+    assert sum(a.count for a in by_potential.allocations) == 20
+    with pytest.raises(ValueError, match="target_rule='most_failed' must be one of"):
+        GenerationConfig(target_rule="most_failed")

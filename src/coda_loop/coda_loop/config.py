@@ -144,6 +144,12 @@ class LoopConfig:
     """Control steps before the entry of the failed stage at which the expert takes over."""
     corrective_relabel: int = 2
     """Policy steps before the takeover that a corrective demonstration also keeps, labelled by the expert."""
+    corrective_beside_start: bool = False
+    """With corrective demonstrations: a failed scene keeps both its corrective demonstration and the expert's
+    demonstration from the start (False: the corrective one replaces it, one demonstration per scene)."""
+    relabel_successes: bool = False
+    """With corrective demonstrations: the policy's successful episodes on generated scenes are kept too, every
+    step labelled with the expert's action (DAgger labels on the states the policy reached when it succeeded)."""
     max_new_demos: int = 0
     """Most new expert demonstrations per round (0: one per generated scene)."""
     rl_env_steps: int = 1024

@@ -27,6 +27,11 @@ from coda_engine.sim.scene import Scene
 from coda_loop.config import LoopConfig
 from coda_loop.files import atomic_json
 
+NEVER = 1 << 30
+"""A takeover step no episode reaches: the policy acts to the end."""
+RELABELLED_SUCCESS = "relabelled_success"
+"""The takeover mode of a successful episode kept with the expert's labels (``relabel_successes``)."""
+
 
 class TrainStep:
     """The train step; a base of :class:`~coda_loop.rounds.CoevolutionLoop`, whose state and helpers it uses."""
@@ -150,7 +155,9 @@ class TrainStep:
         Without corrective demonstrations every scene is demonstrated by the expert from its start. With them, a
         scene the policy ``version`` failed, with a diagnosed failed stage, is demonstrated by the state-based
         expert taking over from the policy at that stage; where it does not finish the task, the expert
-        demonstrates the scene from its start instead (one demonstration per scene either way).
+        demonstrates the scene from its start instead (one demonstration per scene). With
+        ``corrective_beside_start`` every scene also keeps the expert's demonstration from its start, and with
+        ``relabel_successes`` the policy's successful episodes are kept with every step labelled by the expert.
         """
         cfg = self.config
         if not cfg.spec.corrective:
@@ -164,31 +171,44 @@ class TrainStep:
             modes[f"{mode}:{'recovered' if result.success else 'not_recovered'}"] += 1
             if result.success and len(result.actions):
                 demos[i] = result
-        rest = [i for i in range(len(scenes)) if i not in demos]
-        for i, ep in zip(rest, self._local_episodes([scenes[i] for i in rest], "expert", f"r{r:03d}-demo"),
-                         strict=True):
-            demos[i] = ep
-        recovered = [d for d in demos.values() if hasattr(d, "takeover")]
-        stats = {"failed_scenes": len(jobs), "recovered": len(recovered),
-                 "expert_from_start": len(rest), "by_mode": dict(sorted(modes.items())),
+        rest = [i for i in range(len(scenes)) if cfg.corrective_beside_start or i not in demos]
+        from_start = dict(zip(rest, self._local_episodes([scenes[i] for i in rest], "expert", f"r{r:03d}-demo"),
+                              strict=True))
+        recovered = [d for i, d in demos.items() if takeovers[scenes[i].scene_id][1] != RELABELLED_SUCCESS]
+        relabelled = [d for i, d in demos.items() if takeovers[scenes[i].scene_id][1] == RELABELLED_SUCCESS]
+        stats = {"failed_scenes": sum(mode != RELABELLED_SUCCESS for _, _, (_, mode) in jobs),
+                 "recovered": len(recovered),
+                 "relabelled_successes": len(relabelled), "expert_from_start": len(rest),
+                 "by_mode": dict(sorted(modes.items())),
                  "takeover_steps": [int(d.takeover) for d in recovered],
                  "corrective_steps": int(sum(len(d.actions) for d in recovered)),
-                 "margin": cfg.corrective_margin, "relabel": cfg.corrective_relabel}
-        return [demos[i] for i in range(len(scenes))], stats
+                 "relabelled_steps": int(sum(len(d.actions) for d in relabelled)),
+                 "margin": cfg.corrective_margin, "relabel": cfg.corrective_relabel,
+                 "beside_start": cfg.corrective_beside_start}
+        out = []
+        for i in range(len(scenes)):  # scene order; a scene's demonstration from the start first
+            out += [d for d in (from_start.get(i), demos.get(i)) if d is not None]
+        return out, stats
 
     def _takeovers(self, r: int) -> dict[str, tuple[int, str]]:
         """Return scene id -> (takeover step, failure mode) of every failed simulated episode of round ``r``.
 
         The takeover is where its failure began when the critic could tell, else where it entered the failed stage.
+        With ``relabel_successes`` the successful simulated episodes are included as (``NEVER``,
+        ``RELABELLED_SUCCESS``).
         """
         from coda_policy.corrective import takeover_step
 
         out: dict[str, tuple[int, str]] = {}
         for d in self._diagnoses(r):
-            if not d.is_failure or d.failed_stage < 0 or d.scene_id in out:
+            relabel = self.config.relabel_successes and not d.is_failure
+            if not (relabel or (d.is_failure and d.failed_stage >= 0)) or d.scene_id in out:
                 continue
             record = self.store.get("episode", d.episode_ids[0])
             if record is None or record.payload.get("source", 0) == SOURCE_REAL:
+                continue
+            if relabel:  # the policy acts to the end; every one of its steps is kept with the expert's label
+                out[d.scene_id] = (NEVER, RELABELLED_SUCCESS)
                 continue
             samples = record.payload.get("samples") or []
             step = takeover_step([int(x["step"]) for x in samples], [int(x["stage"]) for x in samples],
@@ -200,11 +220,13 @@ class TrainStep:
         """Run the corrective demonstrations (scene, (takeover, mode)) on the local workers."""
         from coda_loop.workers import run_corrective_local
 
-        relabel = self.config.corrective_relabel
+        def relabel(mode: str) -> int:
+            return NEVER if mode == RELABELLED_SUCCESS else self.config.corrective_relabel
+
         if self.config.workers == 0:
-            return [run_corrective_local(s, version, str(self.ckpt_root), t, relabel) for s, (t, _) in jobs]
+            return [run_corrective_local(s, version, str(self.ckpt_root), t, relabel(m)) for s, (t, m) in jobs]
         futures = [self.runner.pool.submit(run_corrective_local, s, version, str(self.ckpt_root), t,  # type: ignore[union-attr]
-                                           relabel) for s, (t, _) in jobs]
+                                           relabel(m)) for s, (t, m) in jobs]
         return [f.result() for f in futures]
 
     def _bc_gate(self, r: int, parent: str, version: str) -> dict[str, Any]:

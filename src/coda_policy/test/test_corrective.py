@@ -78,3 +78,27 @@ def test_rejects_negative_takeover(arm):
     scene = generate("reach", np.random.default_rng(1), SceneParams())
     with pytest.raises(ValueError, match="takeover=-1"):
         run_corrective(arm, scene, lambda o, s: np.zeros(4, np.float32), takeover=-1)
+
+
+def test_a_takeover_never_reached_keeps_every_policy_step_with_the_experts_label(arm):
+    """What ``relabel_successes`` keeps: the policy acts to its success; each of its states gets the expert's action."""
+    from coda_policy.dagger import StateExpert
+
+    scene = generate("reach", np.random.default_rng(3), SceneParams())
+    slow = StateExpert("reach")
+    slow.reset()
+    taken: list[np.ndarray] = []
+
+    def policy(obs, state):  # the expert's moves at 60% of their length: a different path to the same success
+        action = np.asarray(slow.act(state), dtype=np.float32) * np.array([0.6, 0.6, 0.6, 1.0], np.float32)
+        taken.append(action)
+        return action
+
+    never = 1 << 30
+    result = run_corrective(arm, scene, policy, takeover=never, relabel=never)
+    assert result.success and result.policy_steps == result.steps == len(taken)
+    assert len(result.actions) == len(result.observations) == result.steps  # every policy step kept
+    # the labels are the expert's, not the policy's: longer moves toward the target in the policy's own states
+    moved = np.linalg.norm(np.asarray(taken)[:, :3], axis=1)
+    labelled = np.linalg.norm(result.actions[:, :3], axis=1)
+    assert float(labelled.sum()) > float(moved.sum()) * 1.2
