@@ -415,3 +415,38 @@ def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_wa
         assert store.get("policy_version", "r001-bc") is None  # a refused update is not a policy version
         if train["version"] == "r001-rl":
             assert store.get("policy_version", "r001-rl").payload["parent"] == "r000-sft"
+
+
+def test_on_policy_labels_keep_corrective_demonstrations_beside_the_experts_and_relabel_successes(
+        tmp_path: Path) -> None:
+    """LoopConfig.corrective_beside_start and relabel_successes: what a round's demonstration file holds."""
+    from coda_loop.rounds import CoevolutionLoop
+    from coda_loop.training import NEVER, RELABELLED_SUCCESS
+    from coda_policy.data import DemoSet
+
+    fields = {**TINY, "families": ["reach"], "budget": 4, "rl_env_steps": 0, "corrective_relabel": 1000,
+              "corrective_beside_start": True, "relabel_successes": True}
+    loop = CoevolutionLoop(tmp_path / "run", LoopConfig(**fields))
+    try:
+        loop.run()
+        train = loop.output(1, "train")
+        stats = train["corrective"]
+        scenes = loop.output(1, "generate")["scene_ids"]
+        generated = set(scenes)
+        diagnoses = [d for d in loop._diagnoses(1) if d.scene_id in generated]
+        assert stats["beside_start"] and stats["expert_from_start"] == len(scenes) == 4
+        assert stats["failed_scenes"] == sum(d.is_failure and d.failed_stage >= 0 for d in diagnoses)
+        assert stats["relabelled_successes"] == sum(not d.is_failure for d in diagnoses)
+        # every scene's expert demonstration, plus each recovered corrective one and each relabelled success
+        assert train["new_demos"] == 4 + stats["recovered"] + stats["relabelled_successes"]
+        assert DemoSet.load(tmp_path / "run" / "demos" / "r001.npz").num_episodes == train["new_demos"]
+        takeovers = loop._takeovers(1)
+        assert {sid for sid, (_, mode) in takeovers.items() if mode == RELABELLED_SUCCESS} == {
+            d.scene_id for d in diagnoses if not d.is_failure}
+        # the relabelling run itself, on the loop's worker, with a policy that succeeds (the scripted expert):
+        # it acts to its success and every one of its steps is kept
+        scene = loop._scenes(scenes[:1])[0]
+        (episode,) = loop._corrective_episodes([(scene, (NEVER, RELABELLED_SUCCESS))], "expert")
+        assert episode.success and episode.policy_steps == episode.steps == len(episode.actions) > 0
+    finally:
+        loop.close()
