@@ -70,6 +70,10 @@ class GenerationConfig:
     """Which of a failed episode's condition groups it is assigned to: ``failure_rate`` (the group with the highest
     failure rate) or ``learning_potential`` (the group whose success rate s maximises s (1 - s): conditions the
     policy solves sometimes; groups it never solved are not targeted on their own)."""
+    rate_rounds: int = 1
+    """Rounds of diagnoses the targeting's success rates are read from: the last round, and with memory up to
+    ``rate_rounds - 1`` earlier ones (``recent`` of :meth:`GenerationPlanner.plan`), which steadies the rates of
+    conditions a single round saw a few times. Only the last round's failures are assigned."""
     condition_keys: tuple[str, ...] = ("position_region", "num_distractors", "target_shape", "target_color",
                                        "phrasing", "target_size")
     """Condition keys that may be targeted, in tie-break order."""
@@ -96,8 +100,9 @@ class GenerationConfig:
                              f"staleness_weight={self.staleness_weight} >= 0")
         if self.target_rule not in TARGET_RULES:
             raise ValueError(f"GenerationConfig: target_rule={self.target_rule!r} must be one of {TARGET_RULES}")
-        if self.min_support < 1 or self.max_targeted < 1:
-            raise ValueError("GenerationConfig: min_support and max_targeted must be >= 1")
+        if self.min_support < 1 or self.max_targeted < 1 or self.rate_rounds < 1:
+            raise ValueError(f"GenerationConfig: min_support={self.min_support}, max_targeted={self.max_targeted} and "
+                             f"rate_rounds={self.rate_rounds} must be >= 1")
         if not 0 <= self.fixed_rate < self.failing_rate <= 1:
             raise ValueError(f"GenerationConfig: need 0 <= fixed_rate ({self.fixed_rate}) < failing_rate "
                              f"({self.failing_rate}) <= 1")
@@ -322,13 +327,15 @@ class GenerationPlanner:
             raise ValueError(f"unknown families {unknown}; expected some of {sorted(FAMILIES)}")
 
     def plan(self, diagnoses: Sequence[Diagnosis | Outcome], budget: int, round_index: int,
-             history: Sequence[Diagnosis] = (), replay: Sequence[ReplayCandidate] = ()) -> GenerationProgram:
+             history: Sequence[Diagnosis] = (), replay: Sequence[ReplayCandidate] = (),
+             recent: Sequence[Diagnosis] = ()) -> GenerationProgram:
         """Return the program for round ``round_index`` spending ``budget`` scenes.
 
         ``diagnoses``: the last round's diagnoses (or, without a critic, its :class:`Outcome` records);
         ``history``: diagnoses of earlier rounds (condition replay); ``replay``: the scenes of earlier rounds and
-        the current one with their record (scene replay). Both come from memory; a run without memory passes
-        neither.
+        the current one with their record (scene replay); ``recent``: the diagnoses of the ``rate_rounds - 1``
+        rounds before the last, which join its diagnoses in the targeting's success rates. All come from memory;
+        a run without memory passes none.
         """
         cfg = self.config
         if budget < 1:
@@ -339,7 +346,7 @@ class GenerationPlanner:
         n_explore = round(budget * cfg.exploration_share)
         n_replay = round(budget * cfg.replay_share)
         scenes = self._scene_replay(replay, round_index, round(budget * cfg.scene_replay_share))
-        targeted = self._targeted(diagnoses)
+        targeted = self._targeted(diagnoses, recent)
         replay_groups = self._replay(diagnoses, history)
         if not replay_groups:
             n_explore += n_replay
@@ -386,10 +393,11 @@ class GenerationPlanner:
 
         return sorted(live, key=priority)[:count]
 
-    def _targeted(self, diagnoses: Sequence[Diagnosis]) -> list[tuple[Group, list[str], str]]:
+    def _targeted(self, diagnoses: Sequence[Diagnosis], recent: Sequence[Diagnosis] = ()
+                  ) -> list[tuple[Group, list[str], str]]:
         cfg = self.config
         keys = cfg.condition_keys
-        rates = _rates(diagnoses, keys)
+        rates = _rates([*diagnoses, *recent], keys)
         assigned: dict[Group, list[Diagnosis]] = defaultdict(list)
         for d in diagnoses:
             if not d.is_failure:

@@ -219,3 +219,25 @@ def test_learning_potential_targets_conditions_solved_sometimes():
     assert sum(a.count for a in by_potential.allocations) == 20
     with pytest.raises(ValueError, match="target_rule='most_failed' must be one of"):
         GenerationConfig(target_rule="most_failed")
+
+
+def test_recent_rounds_join_the_rates_the_targeting_reads():
+    """With memory, the diagnoses of earlier rounds steady the rates; only the last round's failures are assigned."""
+    from coda_critic.generation import Outcome
+
+    def outcome(i: int, region: str, success: bool) -> Outcome:
+        return Outcome(f"e{i}", f"s{i}", "push", success, (Condition("position_region", region),))
+
+    last = [outcome(i, "left_far", False) for i in range(2)] + [outcome(2, "left_far", True)]
+    earlier = [outcome(10 + i, "left_far", False) for i in range(5)]
+    config = GenerationConfig(replay_share=0.0, target_rule="learning_potential", rate_rounds=2)
+    alone = GenerationPlanner(config).plan(last, budget=10, round_index=3)
+    pooled = GenerationPlanner(config).plan(last, budget=10, round_index=3, recent=earlier)
+    line = {tuple(c.value for c in a.conditions[1:]): a for a in alone.allocations if a.kind == "targeted"}
+    assert line[("left_far",)].cause_diagnosis_ids == ["e0", "e1"]  # solved 1 of 3 in the last round
+    assert "failed 2 of 3" in line[("left_far",)].reason
+    line = {tuple(c.value for c in a.conditions[1:]): a for a in pooled.allocations if a.kind == "targeted"}
+    assert line[("left_far",)].cause_diagnosis_ids == ["e0", "e1"]  # the earlier failures cause nothing
+    assert "failed 7 of 8" in line[("left_far",)].reason
+    with pytest.raises(ValueError, match="rate_rounds=0"):
+        GenerationConfig(rate_rounds=0)

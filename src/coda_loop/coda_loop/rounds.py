@@ -413,16 +413,20 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         diagnoses = self._diagnoses(r)
         history: list[Any] = []
         replay: list[Any] = []
-        if cfg.uses_memory:  # earlier rounds' diagnoses (condition replay) and every generated scene's record
+        recent: list[Any] = []
+        generation = cfg.generation_config()
+        if cfg.uses_memory:  # earlier rounds' diagnoses (condition replay, rates), every generated scene's record
             played = [(r, d) for d in diagnoses]
             for k in range(r):
                 earlier = self._diagnoses(k)
                 history += earlier
                 played += [(k, d) for d in earlier]
+                if k > r - generation.rate_rounds:
+                    recent += earlier
             probes = {sid for k in range(r + 1) for sid in self.output(k, "generate")["probe_ids"]}
             replay = replay_candidates([(k, d) for k, d in played if d.scene_id not in probes])
-        program = GenerationPlanner(cfg.generation_config(), families=cfg.families).plan(
-            diagnoses, cfg.budget, r + 1, history=history, replay=replay)
+        program = GenerationPlanner(generation, families=cfg.families).plan(
+            diagnoses, cfg.budget, r + 1, history=history, replay=replay, recent=recent)
         causes = sorted({i for a in program.allocations for i in a.cause_diagnosis_ids})
         self.store.put_program(r, "generation_program", program.to_dict(), record_id=program.program_id,
                                diagnosis_ids=causes)
