@@ -103,6 +103,8 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
     assert sum(rows[1]["by_family"].values()) == 3 and sum(rows[1]["by_kind"].values()) == 3
     corrective = rows[1]["corrective"]
     assert 0 <= corrective["recovered"] <= corrective["failed_scenes"] <= 3
+    assert rows[1]["new_demos"] == 3 and rows[1]["new_steps"] > 3  # one demonstration per scene, many steps each
+    assert analysis["totals"]["new_steps"] == rows[1]["new_steps"]
     assert rows[1]["eval"]["ood"] == pytest.approx(result["results"]["coda"]["ood"]["mean"])
     assert "(coda, seed 1)" in format_analysis(analysis)
     assert "corrective" not in analyze_run(out / "seed1" / "closed_loop")["rounds"][1]

@@ -8,8 +8,9 @@
   of the budget spent on scenes the acting policy already solved (its episode on the scene succeeded) and on
   *solved conditions* (scene conditions, e.g. ``pick_place position_region=left_far``, on which the acting
   policy succeeded in at least ``SOLVED_RATE`` of last round's generated scenes, with ``MIN_SUPPORT`` or more);
-* **demonstrations**: new demonstrations, corrective ones (recovered, by failure mode) and the share of the
-  behaviour-cloning set the round's own demonstrations make up (how far all-demonstration cloning dilutes them);
+* **demonstrations**: new demonstrations and their labelled steps, corrective ones (recovered, by failure mode),
+  relabelled successes, and the share of the behaviour-cloning set the round's own demonstrations make up (how
+  far all-demonstration cloning dilutes them);
 * **RL**: family, shaped or sparse, success before and after on the gate's scenes, kept or not;
 * **memory**: diagnoses recalled by similarity and what they changed.
 
@@ -92,12 +93,14 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
             train = store.finished_step(r, "train")
             if r > 0 and train is not None:
                 row["new_demos"] = train.get("new_demos")
+                row["new_steps"] = train.get("new_steps")
                 row["demo_episodes"] = train.get("demo_episodes")
                 if train.get("demo_episodes"):
                     row["new_demo_share"] = (train.get("new_demos") or 0) / train["demo_episodes"]
                 if "corrective" in train:
                     c = train["corrective"]
-                    row["corrective"] = {k: c[k] for k in ("failed_scenes", "recovered", "by_mode", "corrective_steps")}
+                    row["corrective"] = {k: c.get(k, 0) for k in ("failed_scenes", "recovered", "by_mode",
+                                                                  "corrective_steps", "relabelled_successes")}
                 if "rl" in train:
                     rl = train["rl"]
                     row["rl"] = {k: rl[k] for k in ("family", "shaped", "success_before", "success_after", "kept")}
@@ -136,6 +139,9 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
             "rl_gain_when_kept": _mean([x["success_after"] - x["success_before"] for x in rl_rows if x["kept"]]),
             "corrective_recovered": sum(row.get("corrective", {}).get("recovered", 0) for row in rounds),
             "corrective_failed_scenes": sum(row.get("corrective", {}).get("failed_scenes", 0) for row in rounds),
+            "relabelled_successes": sum(row.get("corrective", {}).get("relabelled_successes", 0) for row in rounds),
+            "new_demos": sum(row.get("new_demos") or 0 for row in rounds),
+            "new_steps": sum(row.get("new_steps") or 0 for row in rounds),
             "targeted_gain": _mean([e["next_round_success"] - e["success"] for e in effects]),
         },
     }
@@ -187,7 +193,9 @@ def format_analysis(result: dict[str, Any]) -> str:
     lines.append(f"budget on solved scenes {_pct(t['spent_on_solved_scenes'])}, on solved conditions "
                  f"{_pct(t['spent_on_solved_conditions'])}; RL kept {t['rl_kept']} of {t['rl_rounds']} rounds "
                  f"(mean gain when kept {_pct(t['rl_gain_when_kept'])}); corrective demonstrations "
-                 f"{t['corrective_recovered']} of {t['corrective_failed_scenes']} failed scenes; targeted conditions "
+                 f"{t['corrective_recovered']} of {t['corrective_failed_scenes']} failed scenes, "
+                 f"{t['relabelled_successes']} relabelled successes; {t['new_demos']} new demonstrations of "
+                 f"{t['new_steps']} labelled steps; targeted conditions "
                  f"next-round success change {_pct(t['targeted_gain'], signed=True)}")
     return "\n".join(lines)
 

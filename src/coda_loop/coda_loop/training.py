@@ -127,6 +127,7 @@ class TrainStep:
         policy.net.eval()
         save_checkpoint(folder, policy.net, version, {"trainer": "loop-bc", "round": r, "parent": parent})
         out: dict[str, Any] = {"bc_version": version, "version": version, "new_demos": new_demos,
+                               "new_steps": len(sets[-1]) if new_demos else 0,
                                "demo_episodes": sum(s.num_episodes for s in sets), "bc_val_loss": bc_loss,
                                "new_demo_steps": len(focus) if focus is not None else None,
                                "focus_share": cfg.spec.focus_share if focus is not None else 0.0}
