@@ -16,7 +16,9 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -374,26 +376,40 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
 
 
 
-def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_was(tmp_path: Path) -> None:
+ROUND_OPTIONS = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0,
+                 "corrective_relabel": 1000, "corrective_beside_start": True, "relabel_successes": True}
+"""A coda round with the BC gate and on-policy labels on (what the two tests below read)."""
+
+
+@pytest.fixture(scope="module")
+def optioned_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One finished tiny coda run with ``ROUND_OPTIONS``, left open for the tests to read."""
+    from coda_loop.rounds import CoevolutionLoop
+
+    loop = CoevolutionLoop(tmp_path_factory.mktemp("optioned") / "run", LoopConfig(**ROUND_OPTIONS))
+    try:
+        loop.run()
+        yield loop
+    finally:
+        loop.close()
+
+
+def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_was(optioned_loop: Any,
+                                                                                  tmp_path: Path) -> None:
     """LoopConfig.bc_gate_episodes: the round's BC update against its parent on the same new scenes."""
     from coda_loop.memory import MemoryStore
     from coda_loop.rounds import CoevolutionLoop
 
-    fields = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0}
-    loop = CoevolutionLoop(tmp_path / "kept", LoopConfig(**fields))
-    try:
-        loop.run()
-        train = loop.output(1, "train")
-        gate = train["bc_gate"]
-        assert gate["episodes_per_family"] == 3 and set(gate["per_family_after"]) == {"push"}
-        assert gate["kept"] == (gate["after"] >= gate["before"])
-        if gate["kept"]:
-            assert loop.store.get("policy_version", "r001-bc").payload["metrics"]["bc_gate"] == gate
-        # the same gate against the scripted expert as parent: scored on real episodes, and the weak update refused
-        expert = loop._bc_gate(1, "expert", "r001-bc")
-        assert expert["before"] >= 2 / 3 > expert["after"] and not expert["kept"], expert
-    finally:
-        loop.close()
+    loop = optioned_loop
+    train = loop.output(1, "train")
+    gate = train["bc_gate"]
+    assert gate["episodes_per_family"] == 3 and set(gate["per_family_after"]) == {"push"}
+    assert gate["kept"] == (gate["after"] >= gate["before"])
+    if gate["kept"]:
+        assert loop.store.get("policy_version", "r001-bc").payload["metrics"]["bc_gate"] == gate
+    # the same gate against the scripted expert as parent: scored on real episodes, and the weak update refused
+    expert = loop._bc_gate(1, "expert", "r001-bc")
+    assert expert["before"] >= 2 / 3 > expert["after"] and not expert["kept"], expert
 
     class RefusingLoop(CoevolutionLoop):
         """Scores the BC update as usual, then refuses it whatever the scores (the refused path, deterministic)."""
@@ -401,6 +417,7 @@ def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_wa
         def _bc_gate(self, r: int, parent: str, version: str) -> dict:
             return {**super()._bc_gate(r, parent, version), "kept": False}
 
+    fields = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0}
     refused = RefusingLoop(tmp_path / "refused", LoopConfig(**fields))
     try:
         refused.run()
@@ -418,35 +435,28 @@ def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_wa
 
 
 def test_on_policy_labels_keep_corrective_demonstrations_beside_the_experts_and_relabel_successes(
-        tmp_path: Path) -> None:
+        optioned_loop: Any) -> None:
     """LoopConfig.corrective_beside_start and relabel_successes: what a round's demonstration file holds."""
-    from coda_loop.rounds import CoevolutionLoop
     from coda_loop.training import NEVER, RELABELLED_SUCCESS
     from coda_policy.data import DemoSet
 
-    fields = {**TINY, "families": ["reach"], "budget": 4, "rl_env_steps": 0, "corrective_relabel": 1000,
-              "corrective_beside_start": True, "relabel_successes": True}
-    loop = CoevolutionLoop(tmp_path / "run", LoopConfig(**fields))
-    try:
-        loop.run()
-        train = loop.output(1, "train")
-        stats = train["corrective"]
-        scenes = loop.output(1, "generate")["scene_ids"]
-        generated = set(scenes)
-        diagnoses = [d for d in loop._diagnoses(1) if d.scene_id in generated]
-        assert stats["beside_start"] and stats["expert_from_start"] == len(scenes) == 4
-        assert stats["failed_scenes"] == sum(d.is_failure and d.failed_stage >= 0 for d in diagnoses)
-        assert stats["relabelled_successes"] == sum(not d.is_failure for d in diagnoses)
-        # every scene's expert demonstration, plus each recovered corrective one and each relabelled success
-        assert train["new_demos"] == 4 + stats["recovered"] + stats["relabelled_successes"]
-        assert DemoSet.load(tmp_path / "run" / "demos" / "r001.npz").num_episodes == train["new_demos"]
-        takeovers = loop._takeovers(1)
-        assert {sid for sid, (_, mode) in takeovers.items() if mode == RELABELLED_SUCCESS} == {
-            d.scene_id for d in diagnoses if not d.is_failure}
-        # the relabelling run itself, on the loop's worker, with a policy that succeeds (the scripted expert):
-        # it acts to its success and every one of its steps is kept
-        scene = loop._scenes(scenes[:1])[0]
-        (episode,) = loop._corrective_episodes([(scene, (NEVER, RELABELLED_SUCCESS))], "expert")
-        assert episode.success and episode.policy_steps == episode.steps == len(episode.actions) > 0
-    finally:
-        loop.close()
+    loop = optioned_loop
+    train = loop.output(1, "train")
+    stats = train["corrective"]
+    scenes = loop.output(1, "generate")["scene_ids"]
+    generated = set(scenes)
+    diagnoses = [d for d in loop._diagnoses(1) if d.scene_id in generated]
+    assert stats["beside_start"] and stats["expert_from_start"] == len(scenes) == ROUND_OPTIONS["budget"]
+    assert stats["failed_scenes"] == sum(d.is_failure and d.failed_stage >= 0 for d in diagnoses)
+    assert stats["relabelled_successes"] == sum(not d.is_failure for d in diagnoses)
+    # every scene's expert demonstration, plus each recovered corrective one and each relabelled success
+    assert train["new_demos"] == len(scenes) + stats["recovered"] + stats["relabelled_successes"]
+    assert DemoSet.load(loop.run_dir / "demos" / "r001.npz").num_episodes == train["new_demos"]
+    takeovers = loop._takeovers(1)
+    assert {sid for sid, (_, mode) in takeovers.items() if mode == RELABELLED_SUCCESS} == {
+        d.scene_id for d in diagnoses if not d.is_failure}
+    # the relabelling run itself, on the loop's worker, with a policy that succeeds (the scripted expert):
+    # it acts to its success and every one of its steps is kept
+    scene = loop._scenes(scenes[:1])[0]
+    (episode,) = loop._corrective_episodes([(scene, (NEVER, RELABELLED_SUCCESS))], "expert")
+    assert episode.success and episode.policy_steps == episode.steps == len(episode.actions) > 0
