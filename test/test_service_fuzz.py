@@ -241,7 +241,7 @@ def test_generate_scenes_answers_every_request(cell: Cell) -> None:
     def valid() -> Any:
         return GenerateScenes.Request(family="reach", split="id", count=1, seed=3)
 
-    outcome = _fuzz(cell, "scene_generator", GenerateScenes, "generate_scenes", valid, 24, lambda r: r.success,
+    outcome = _fuzz(cell, "scene_generator", GenerateScenes, "generate_scenes", valid, 16, lambda r: r.success,
                     field="params_json")
     assert outcome["refused"] > 10, outcome
 
