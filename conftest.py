@@ -10,6 +10,7 @@ is kept on this host.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import os
@@ -119,10 +120,13 @@ def engine_test_helpers() -> Any:
     return lambda name: load_test_module("coda_engine", name)
 
 
-@pytest.fixture
-def ros_domain(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """Reserve a free ROS_DOMAIN_ID for this test and export it (with localhost-only discovery)."""
-    # A different id for each test of a session: a participant killed by one test (its shared-memory ports and
+@contextlib.contextmanager
+def hold_ros_domain() -> Iterator[int]:
+    """Hold a free ROS_DOMAIN_ID (an exclusive lock file) until the block ends; export it, discovery on this host.
+
+    ``ros_domain`` is this for one test; a module-scoped fixture that starts nodes once for many tests uses it too.
+    """
+    # A different id for each use in a session: a participant killed by one test (its shared-memory ports and
     # discovery leases outlive it for a while) never meets the next test's processes.
     start = (os.getpid() * 7 + next(_DOMAIN_TURN) * 37) % len(DOMAIN_IDS)
     for i in range(len(DOMAIN_IDS)):
@@ -133,15 +137,29 @@ def ros_domain(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
         except BlockingIOError:
             handle.close()
             continue
-        monkeypatch.setenv("ROS_DOMAIN_ID", str(domain_id))
-        monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         try:
-            yield domain_id
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("ROS_DOMAIN_ID", str(domain_id))
+                patch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+                yield domain_id
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
             handle.close()
         return
     pytest.fail("no free ROS_DOMAIN_ID in 1..100: too many concurrent ROS test runs on this host")
+
+
+@pytest.fixture(name="hold_ros_domain", scope="session")
+def hold_ros_domain_fixture() -> Any:
+    """Return :func:`hold_ros_domain`, for module-scoped fixtures that start nodes once for many tests."""
+    return hold_ros_domain
+
+
+@pytest.fixture
+def ros_domain() -> Iterator[int]:
+    """Reserve a free ROS_DOMAIN_ID for this test and export it (with localhost-only discovery)."""
+    with hold_ros_domain() as domain_id:
+        yield domain_id
 
 
 @pytest.fixture

@@ -36,5 +36,8 @@ export PYOPENGL_PLATFORM="${PYOPENGL_PLATFORM:-egl}"
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1
 export TOKENIZERS_PARALLELISM=false
+# Fast DDS: a participant killed without leaving (SIGKILL, a crash) drops out of discovery after 3 s, not 20 s; until
+# then goals and requests sent to its servers are lost (src/coda_engine/config/dds/fastdds.xml says more).
+export FASTDDS_DEFAULT_PROFILES_FILE="${FASTDDS_DEFAULT_PROFILES_FILE:-$_coda_root/src/coda_engine/config/dds/fastdds.xml}"
 export CODA_ROOT="$_coda_root"
 unset _coda_root

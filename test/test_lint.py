@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p.name for p in (REPO / "src").iterdir() if (p / "package.xml").exists())
 # Folders outside src/ that hold project code.
-EXTRA_TREES = [t for t in ("test", "scripts", "launch", "conftest.py") if (REPO / t).exists()]
+EXTRA_TREES = [t for t in ("test", "scripts", "launch", "fuzz", "conftest.py") if (REPO / t).exists()]
 HEADER_SUFFIXES = {".py", ".cpp", ".hpp", ".h", ".sh"}
 HEADER_NAMES = {"CMakeLists.txt"}
 COPYRIGHT = "Copyright 2026 The CoDA for ROS 2 Authors"

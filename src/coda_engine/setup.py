@@ -19,6 +19,7 @@ setup(
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
         ("share/" + PACKAGE + "/config/robots", glob("config/robots/*.yaml")),
+        ("share/" + PACKAGE + "/config/dds", glob("config/dds/*.xml")),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

@@ -156,9 +156,15 @@ def _lex(src: bytes) -> list[_Token]:
             col += 1
             continue
         if c == 0x23:  # '#'
-            while i < n and src[i] != 0x0A:
-                i += 1
-                col += 1
+            end = src.find(b"\n", i)
+            end = n if end < 0 else end
+            try:  # a comment may hold any text, but text: bytes that are not UTF-8 (lone surrogates) are an error
+                src[i:end].decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise PotentialError(f"invalid UTF-8 byte {_show_char(src[i + error.start])} in a comment", line,
+                                     col + error.start) from None
+            col += end - i
+            i = end
             continue
         start, scol = i, col
         if _is_digit(c) or (c == 0x2E and i + 1 < n and _is_digit(src[i + 1])):
@@ -607,14 +613,14 @@ def _check_layout(layout: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     for name, value in layout.items():
         if not isinstance(name, str):
             raise ValueError(f"layout: names must be str, got {name!r}")
-        where = f"layout['{name}']"
+        where = f"layout[{name!r}]"  # repr: a name from elsewhere may hold quotes, NUL bytes or lone surrogates
         if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray) or len(value) != 2:
             raise ValueError(f"{where}: expected (offset, length), got {value!r}")
         if any(isinstance(v, bool) or not hasattr(v, "__index__") for v in value):
             raise ValueError(f"{where}: expected integers (offset, length), got {value!r}")
         offset, length = (v.__index__() for v in value)
         if not _valid_identifier(name) or name in KEYWORDS:
-            raise ValueError(f"layout: '{name}' is not a valid name (letters, digits, '_'; not a keyword)")
+            raise ValueError(f"layout: {name!r} is not a valid name (letters, digits, '_'; not a keyword)")
         if length < 1 or length > 3:
             raise ValueError(f"{where}: length must be 1, 2 or 3, got {length}")
         if offset < 0 or offset > 2**30:

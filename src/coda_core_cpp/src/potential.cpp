@@ -52,6 +52,43 @@ std::string show_char(unsigned char c) {
   return buf;
 }
 
+// Offset of the first byte in [begin, end) that does not start a well-formed UTF-8 sequence (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF; a sequence cut by `end` is not well-formed); `end` if none.
+std::size_t first_invalid_utf8(const std::string& s, std::size_t begin, std::size_t end) {
+  std::size_t i = begin;
+  while (i < end) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (end - i < len) return i;
+    const auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return i;
+    for (std::size_t k = 2; k < len; ++k) {
+      const auto ck = static_cast<unsigned char>(s[i + k]);
+      if (ck < 0x80 || ck > 0xBF) return i;
+    }
+    i += len;
+  }
+  return end;
+}
+
 std::string describe(const Token& t) {
   if (t.kind == Tok::kNewline) return "end of line";
   if (t.kind == Tok::kEnd) return "end of input";
@@ -80,10 +117,16 @@ std::vector<Token> lex(const std::string& src) {
       continue;
     }
     if (c == '#') {
-      while (i < n && src[i] != '\n') {
-        ++i;
-        ++col;
+      // A comment may hold any text, but text: bytes that are not UTF-8 (lone surrogates) are an error.
+      std::size_t end = src.find('\n', i);
+      if (end == std::string::npos) end = n;
+      const std::size_t bad = first_invalid_utf8(src, i, end);
+      if (bad != end) {
+        throw PotentialError(line, col + static_cast<int>(bad - i),
+                             "invalid UTF-8 byte " + show_char(static_cast<unsigned char>(src[bad])) + " in a comment");
       }
+      col += static_cast<int>(end - i);
+      i = end;
       continue;
     }
     const std::size_t start = i;

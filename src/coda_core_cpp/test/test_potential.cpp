@@ -168,6 +168,10 @@ TEST(errors_name_line_column_and_problem) {
   expect_error(one_stage("1") + "stage s:\n progress = 1\n done = 1\n", 4, 7, "duplicate stage name 's'");
   expect_error("stage a:\n  progress = 1\n  done = 1\n  reward = 2\n", 4, 3, "expected 'progress', 'done'");
   expect_error("stage a:\n  progress = 1\n  done = 1\n\xff", 4, 1, "unexpected character '\\xff'");
+  // A comment holds any UTF-8 text, and only that (found by fuzzing: lone surrogates passed).
+  expect_error("# ok \xc3\xa9 \xff\n" + one_stage("1"), 1, 9, "invalid UTF-8 byte '\\xff' in a comment");
+  expect_error("# \xed\xa0\x80\n" + one_stage("1"), 1, 3, "invalid UTF-8 byte '\\xed' in a comment");
+  expect_error(one_stage("1") + "# cut \xe6\x9c", 4, 7, "invalid UTF-8 byte '\\xe6' in a comment");
 }
 
 TEST(limits_bound_hostile_input) {

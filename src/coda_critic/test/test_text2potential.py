@@ -158,3 +158,11 @@ def test_training_plan_one_potential_per_failing_family(diagnosed):
     plan = training_plan([broken, *drops], round_index=5)
     assert [r.diagnosis_id for r in plan.rejects] == ["broken"]
     assert len(plan.potentials) == 1 and plan.potentials[0].source_diagnosis_id == drops[0].diagnosis_id
+
+
+def test_a_source_that_is_not_utf8_text_is_a_reject_not_an_exception() -> None:
+    """Found by fuzzing: lone surrogates in a comment compiled, then hashing the source for the id raised."""
+    source = "stage touch:\n  progress = 1  # \udcff\udcff\n  done = dist(ee_pos, target_pos) < 0.03\n"
+    result = compile_checked(source, "reach")
+    assert isinstance(result, Reject)
+    assert (result.line, result.column, result.message) == (2, 19, "invalid UTF-8 byte '\\xed' in a comment")

@@ -20,13 +20,14 @@ Pure module: no rclpy.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from coda_engine.real.robot import read_yaml
+from coda_engine.real.robot import brief, read_yaml
 
 _WINDOW = re.compile(r"^(\d{1,2}):(\d{2})-(\d{1,2}):(\d{2})$")
 
@@ -100,12 +101,12 @@ class Fleet:
         """Validate a parsed fleet file."""
         if not isinstance(data, Mapping):
             raise FleetError(f"{source}: expected a mapping with sim_workers and arms")
-        unknown = sorted(set(data) - {"sim_workers", "arms"})
+        unknown = sorted(brief(k) for k in data if k not in ("sim_workers", "arms"))
         if unknown:
-            raise FleetError(f"{source}: unknown keys {unknown} (expected sim_workers, arms)")
+            raise FleetError(f"{source}: unknown keys [{', '.join(unknown)}] (expected sim_workers, arms)")
         workers = data.get("sim_workers")
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
-            raise FleetError(f"{source}: sim_workers={workers!r} must be an integer >= 0")
+            raise FleetError(f"{source}: sim_workers={brief(workers)} must be an integer >= 0")
         raw = data.get("arms") or []
         if not isinstance(raw, list):
             raise FleetError(f"{source}: arms must be a list")
@@ -124,32 +125,42 @@ class Fleet:
                           for f in fields(ArmSpec)} for a in self.arms]}
 
 
+def _finite(value: float) -> bool:
+    """Tell whether ``value`` is a finite number (an integer beyond the float range is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _arm(entry: Any, where: str) -> ArmSpec:
     if not isinstance(entry, Mapping):
         raise FleetError(f"{where}: expected a mapping with robot_id, episodes_per_round, ...")
     names = {f.name for f in fields(ArmSpec)}
-    unknown = sorted(set(entry) - names)
+    unknown = sorted(brief(k) for k in entry if k not in names)
     if unknown:
-        raise FleetError(f"{where}: unknown keys {unknown} (expected {', '.join(sorted(names))})")
+        raise FleetError(f"{where}: unknown keys [{', '.join(unknown)}] (expected {', '.join(sorted(names))})")
     robot_id = entry.get("robot_id")
     if not isinstance(robot_id, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", robot_id):
-        raise FleetError(f"{where}.robot_id={robot_id!r} must be a name (letters, digits, _)")
+        raise FleetError(f"{where}.robot_id={brief(robot_id)} must be a name (letters, digits, _)")
     values: dict[str, Any] = {"robot_id": robot_id}
     namespace = entry.get("namespace", "")
     if not isinstance(namespace, str) or not re.fullmatch(r"/?([A-Za-z][A-Za-z0-9_]*/?)*", namespace):
-        raise FleetError(f"{where}.namespace={namespace!r} must be a ROS namespace like /panda_lab1")
+        raise FleetError(f"{where}.namespace={brief(namespace)} must be a ROS namespace like /panda_lab1")
     values["namespace"] = namespace
     for name, minimum in (("episodes_per_round", 0), ("max_episodes", 0)):
         if name in entry:
             value = entry[name]
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise FleetError(f"{where}.{name}={value!r} must be an integer >= {minimum}")
+                raise FleetError(f"{where}.{name}={brief(value)} must be an integer >= {minimum}")
             values[name] = value
     for name, positive in (("max_hours", False), ("episode_timeout_s", True)):
         if name in entry:
             value = entry[name]
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or (positive and not value):
-                raise FleetError(f"{where}.{name}={value!r} must be a number {'> 0' if positive else '>= 0'}")
+            if (not isinstance(value, (int, float)) or isinstance(value, bool) or not _finite(value) or value < 0
+                    or (positive and not value)):
+                bound = "> 0" if positive else ">= 0"
+                raise FleetError(f"{where}.{name}={brief(value)} must be a finite number {bound}")
             values[name] = float(value)
     hours = entry.get("hours", [])
     if isinstance(hours, str):
@@ -157,8 +168,8 @@ def _arm(entry: Any, where: str) -> ArmSpec:
     if not isinstance(hours, list):
         raise FleetError(f"{where}.hours must be a list of HH:MM-HH:MM windows")
     for k, window in enumerate(hours):
-        match = _WINDOW.match(str(window))
+        match = _WINDOW.match(window) if isinstance(window, str) else None
         if not match or int(match[1]) > 24 or int(match[3]) > 24 or int(match[2]) > 59 or int(match[4]) > 59:
-            raise FleetError(f"{where}.hours[{k}]={window!r} must look like 08:00-18:00")
+            raise FleetError(f"{where}.hours[{k}]={brief(window)} must look like 08:00-18:00")
     values["hours"] = tuple(str(w) for w in hours)
     return ArmSpec(**values)

@@ -50,6 +50,7 @@ from typing import Any, NoReturn
 import numpy as np
 import yaml
 
+from coda_engine.real.robot import brief, read_yaml
 from coda_engine.sim.scene import (
     MAX_OBJECTS,
     ROLE_DISTRACTOR,
@@ -89,8 +90,8 @@ _ENTRY_KEYS = ("id", "family", "instruction", "target", "goal", "seed", "tags", 
 _OBJECT_KEYS = ("name", "shape", "color", "rgba", "size", "mass", "friction", "position", "orientation", "yaw")
 _RENDER_KEYS = {"camera_offset": (3, 0.1), "camera_tilt": (2, 0.1), "light_offset": (3, 0.5)}
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when PyYAML has it (five times faster on the shipped files), else the Python one."""
+MAX_PLAIN_DEPTH = 16
+"""Deepest nesting of the free-form ``provenance``."""
 
 
 class SuiteError(ValueError):
@@ -177,7 +178,8 @@ class _Checker:
         prefix = f"{fld}." if fld else ""
         for key in data:
             if key not in allowed:
-                self.fail(f"{prefix}{key}", f"unknown field; expected one of {list(allowed)}")
+                self.fail(f"{prefix}{key if isinstance(key, str) else brief(key)}"[:120],
+                          f"unknown field; expected one of {list(allowed)}")
         for key in required:
             if key not in data:
                 self.fail(f"{prefix}{key}", "missing (required)")
@@ -185,14 +187,14 @@ class _Checker:
 
     def text(self, value: Any, fld: str, allow_empty: bool = False) -> str:
         if not isinstance(value, str) or (not allow_empty and not value.strip()):
-            self.fail(fld, f"expected a non-empty string, got {value!r}")
+            self.fail(fld, f"expected a non-empty string, got {brief(value)}")
         return value
 
     def number(self, value: Any, fld: str, lo: float, hi: float, *, open_lo: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            self.fail(fld, f"expected a finite number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+            self.fail(fld, f"expected a finite number, got {brief(value)}")
         if value < lo or value > hi or (open_lo and value == lo):
-            self.fail(fld, f"{value!r} outside {'(' if open_lo else '['}{lo:g}, {hi:g}]")
+            self.fail(fld, f"{brief(value)} outside {'(' if open_lo else '['}{lo:g}, {hi:g}]")
         return float(value)
 
     def vector(
@@ -200,8 +202,34 @@ class _Checker:
     ) -> tuple[float, ...]:
         if not isinstance(value, list | tuple) or len(value) not in lengths:
             want = " or ".join(str(n) for n in lengths)
-            self.fail(fld, f"expected a list of {want} numbers, got {value!r}")
+            self.fail(fld, f"expected a list of {want} numbers, got {brief(value)}")
         return tuple(self.number(v, f"{fld}[{i}]", lo, hi, open_lo=open_lo) for i, v in enumerate(value))
+
+
+def _finite(value: float) -> bool:
+    """Tell whether ``value`` is a finite number (an integer beyond the float range is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _check_plain(value: Any, fld: str, check: _Checker, depth: int = 0) -> None:
+    """Free-form data (``provenance``): text, finite numbers, booleans, null, lists and text-keyed mappings, 16 deep."""
+    if depth > MAX_PLAIN_DEPTH:
+        check.fail(fld, f"nested more than {MAX_PLAIN_DEPTH} levels deep")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                check.fail(fld, f"keys must be text, got {brief(key)}")
+            _check_plain(item, f"{fld}.{key[:80]}", check, depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{fld}[{i}]", check, depth + 1)
+    elif isinstance(value, float | int) and not isinstance(value, bool) and not _finite(value):
+        check.fail(fld, f"expected a finite number, got {brief(value)}")
+    elif value is not None and not isinstance(value, str | int | float | bool):
+        check.fail(fld, f"expected text, a number, true/false, a list or a mapping, got {type(value).__name__}")
 
 
 def _known_colors() -> dict[str, tuple[float, ...]]:
@@ -215,10 +243,10 @@ def _parse_object(data: Any, fld: str, check: _Checker) -> ObjectSpec:
     obj = check.keys(data, _OBJECT_KEYS, fld, required=("name", "shape", "size", "position"))
     name = check.text(obj["name"], f"{fld}.name")
     if not _NAME.match(name):
-        check.fail(f"{fld}.name", f"{name!r} must be lower_snake_case (a-z, 0-9, _; starting with a letter)")
+        check.fail(f"{fld}.name", f"{brief(name)} must be lower_snake_case (a-z, 0-9, _; starting with a letter)")
     shape_name = obj["shape"]
     if not isinstance(shape_name, str) or shape_name not in SHAPE_CODES:
-        check.fail(f"{fld}.shape", f"{shape_name!r} is not one of {list(SHAPE_CODES)}")
+        check.fail(f"{fld}.shape", f"{brief(shape_name)} is not one of {list(SHAPE_CODES)}")
     shape = SHAPE_CODES[shape_name]
     static = shape in (SHAPE_BIN, SHAPE_REGION)
     color = check.text(obj.get("color", ""), f"{fld}.color", allow_empty=True)
@@ -228,7 +256,7 @@ def _parse_object(data: Any, fld: str, check: _Checker) -> ObjectSpec:
     else:
         colors = _known_colors()
         if color not in colors:
-            check.fail(f"{fld}.rgba", f"missing, and color {color!r} is not a known colour word {sorted(colors)}")
+            check.fail(f"{fld}.rgba", f"missing, and color {brief(color)} is not a known colour word {sorted(colors)}")
         rgba = tuple(colors[color])
     size = check.vector(obj["size"], f"{fld}.size", (3,), 0.0, 0.2, open_lo=True)
     if static:
@@ -313,30 +341,30 @@ def scene_from_entry(
     scene_id = check.text(data.get("id", f"{suite_name}-{index:03d}"), "id")
     family = data["family"]
     if not isinstance(family, str) or family not in FAMILIES:
-        check.fail("family", f"{family!r} is not one of {sorted(FAMILIES)}")
+        check.fail("family", f"{brief(family)} is not one of {sorted(FAMILIES)}")
     instruction = check.text(data["instruction"], "instruction")
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-        check.fail("seed", f"expected an integer in [0, 2**64), got {seed!r}")
+        check.fail("seed", f"expected an integer in [0, 2**64), got {brief(seed)}")
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        check.fail("tags", f"expected a list of strings, got {tags!r}")
+        check.fail("tags", f"expected a list of strings, got {brief(tags)}")
     render = _parse_render(data.get("render", {}), check)
     raw_objects = data["objects"]
     if not isinstance(raw_objects, list) or not 1 <= len(raw_objects) <= MAX_OBJECTS:
-        check.fail("objects", f"expected a list of 1..{MAX_OBJECTS} objects, got {raw_objects!r:.80}")
+        check.fail("objects", f"expected a list of 1..{MAX_OBJECTS} objects, got {brief(raw_objects)}")
     objects = [_parse_object(o, f"objects[{i}]", check) for i, o in enumerate(raw_objects)]
     names = [o.name for o in objects]
     for i, name in enumerate(names):
         if name in names[:i]:
-            check.fail(f"objects[{i}].name", f"{name!r} is used twice")
+            check.fail(f"objects[{i}].name", f"{brief(name)} is used twice")
     target = check.text(data["target"], "target")
     if target not in names:
-        check.fail("target", f"{target!r} is not one of the objects {names}")
+        check.fail("target", f"{brief(target)} is not one of the objects {names}")
     goal = check.text(data.get("goal", ""), "goal", allow_empty=True)
     goal_shape = GOAL_SHAPES.get(family)
     if goal and goal not in names:
-        check.fail("goal", f"{goal!r} is not one of the objects {names}")
+        check.fail("goal", f"{brief(goal)} is not one of the objects {names}")
     if goal_shape is None and goal:
         check.fail("goal", f"{family} has no goal object; omit goal")
     if goal_shape is not None:
@@ -347,11 +375,12 @@ def scene_from_entry(
         if objects[names.index(goal)].shape != goal_shape:
             check.fail(
                 "goal",
-                f"{family} needs a {SHAPE_NAMES[goal_shape]} as goal, {goal!r} is a "
+                f"{family} needs a {SHAPE_NAMES[goal_shape]} as goal, {brief(goal)} is a "
                 f"{SHAPE_NAMES[objects[names.index(goal)].shape]}",
             )
     if objects[names.index(target)].is_static:
-        check.fail("target", f"{target!r} is fixed to the table ({SHAPE_NAMES[objects[names.index(target)].shape]})")
+        shape = SHAPE_NAMES[objects[names.index(target)].shape]
+        check.fail("target", f"{brief(target)} is fixed to the table ({shape})")
     objects = [
         dataclasses.replace(
             o, role=ROLE_TARGET if o.name == target else ROLE_GOAL if o.name == goal else ROLE_DISTRACTOR
@@ -440,11 +469,12 @@ def parse_suite(data: Any, path: Path | str | None = None) -> Suite:
     name = check.text(header["name"], "name")
     split = header["split"]
     if split not in SPLITS:
-        check.fail("split", f"{split!r} is not one of {list(SPLITS)}")
+        check.fail("split", f"{brief(split)} is not one of {list(SPLITS)}")
     description = check.text(header.get("description", ""), "description", allow_empty=True)
     provenance = header.get("provenance", {})
     if not isinstance(provenance, Mapping):
         check.fail("provenance", f"expected a mapping, got {type(provenance).__name__}")
+    _check_plain(provenance, "provenance", check)
     entries = header["entries"]
     if not isinstance(entries, list) or not entries:
         check.fail("entries", "expected a non-empty list of entries")
@@ -453,7 +483,7 @@ def parse_suite(data: Any, path: Path | str | None = None) -> Suite:
         scene = scene_from_entry(entry, split=split, suite_name=name, index=i, where=source)
         if scene.scene_id in ids:
             _Checker(f"{source}: entry {i} ({scene.scene_id})").fail(
-                "id", f"{scene.scene_id!r} is also the id of entry {ids[scene.scene_id]}"
+                "id", f"{brief(scene.scene_id)} is also the id of entry {ids[scene.scene_id]}"
             )
         ids[scene.scene_id] = i
         canonical.append(entry_from_scene(scene))
@@ -468,15 +498,15 @@ def parse_suite(data: Any, path: Path | str | None = None) -> Suite:
 
 
 def load_suite(path: str | Path) -> Suite:
-    """Read and validate a suite file; :class:`SuiteError` names the file, entry index and field."""
+    """Read and validate a suite file; :class:`SuiteError` names the file, entry index and field.
+
+    Bytes that are not UTF-8 text, YAML that does not parse and nesting too deep to build are refused like a bad
+    field (``coda_engine.real.robot.read_yaml``, the reader of every configuration file users write).
+    """
     path = Path(path)
     if not path.is_file():
         raise SuiteError(f"{path}: no such suite file")
-    try:
-        data = yaml.load(path.read_text(), Loader=_LOADER)  # _LOADER is a safe loader
-    except yaml.YAMLError as exc:
-        raise SuiteError(f"{path}: not valid YAML: {exc}") from None
-    return parse_suite(data, path)
+    return parse_suite(read_yaml(path, "suite file", SuiteError), path)
 
 
 def default_suites(splits: Sequence[str] = SPLITS, kind: str = "test") -> dict[str, Suite]:
@@ -490,7 +520,7 @@ def default_suites(splits: Sequence[str] = SPLITS, kind: str = "test") -> dict[s
     if unknown:
         raise ValueError(f"unknown splits {unknown}; expected some of {list(SPLITS)}")
     if kind not in SUITE_KINDS:
-        raise ValueError(f"unknown suite kind {kind!r}; expected one of {SUITE_KINDS}")
+        raise ValueError(f"unknown suite kind {brief(kind)}; expected one of {SUITE_KINDS}")
     folder = SUITES_DIR if kind == "test" else SUITES_DIR / "validation"
     return {s: load_suite(folder / f"{s}.yaml") for s in splits}
 

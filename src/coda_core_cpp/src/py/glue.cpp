@@ -17,6 +17,11 @@ using Shape = std::vector<py::ssize_t>;
 using F32Cast = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using I32Cast = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>;
 
+// The potential language's identifier rule (src/potential.cpp), for layout names checked before they reach it.
+bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+bool is_keyword(const std::string& s) { return s == "stage" || s == "and" || s == "or" || s == "not"; }
+
 std::string shape_str(const py::ssize_t* dims, py::ssize_t ndim) {
   std::ostringstream os;
   os << "(";
@@ -281,22 +286,41 @@ std::unique_ptr<PotentialProgram> compile_program(py::handle source, py::handle 
   for (auto item : py::reinterpret_borrow<py::object>(layout).attr("items")()) {
     py::tuple kv = item.cast<py::tuple>();
     if (!py::isinstance<py::str>(kv[0])) throw py::value_error("layout: names must be str, got " + std::string(py::repr(kv[0])));
-    const std::string name = kv[0].cast<std::string>();
+    // Names are shown as Python's repr: a name from elsewhere may hold quotes, NUL bytes or lone surrogates.
+    const std::string shown = py::repr(kv[0]);
     py::handle val = kv[1];
-    const std::string where = "layout['" + name + "']";
+    const std::string where = "layout[" + shown + "]";
     if (!PySequence_Check(val.ptr()) || py::isinstance<py::str>(val) || PySequence_Size(val.ptr()) != 2) {
       throw py::value_error(where + ": expected (offset, length), got " + std::string(py::repr(val)));
     }
     py::sequence seq = py::reinterpret_borrow<py::sequence>(val);
-    std::int64_t nums[2];
+    py::int_ nums[2];
     for (int i = 0; i < 2; ++i) {
       py::object v = seq[static_cast<std::size_t>(i)];
       if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr())) {
         throw py::value_error(where + ": expected integers (offset, length), got " + std::string(py::repr(val)));
       }
-      nums[i] = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr())).cast<std::int64_t>();
+      nums[i] = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+      if (!nums[i]) throw py::error_already_set();
     }
-    entries.push_back(LayoutEntry{name, nums[0], nums[1]});
+    // The checks of PotentialProgram::compile, in its order, on the Python values: an integer beyond 64 bits is
+    // out of range like any other, and the core only ever sees names it can print.
+    const py::str name_obj = py::reinterpret_borrow<py::str>(kv[0]);
+    const bool ascii = PyUnicode_IS_ASCII(name_obj.ptr());
+    const std::string name = ascii ? name_obj.cast<std::string>() : std::string();
+    const bool valid = ascii && !name.empty() && is_ident_start(name[0]) &&
+                       std::all_of(name.begin(), name.end(), is_ident_char) && !is_keyword(name);
+    if (!valid) throw py::value_error("layout: " + shown + " is not a valid name (letters, digits, '_'; not a keyword)");
+    int overflow = 0;
+    const long long length = PyLong_AsLongLongAndOverflow(nums[1].ptr(), &overflow);
+    if (overflow || length < 1 || length > 3) {
+      throw py::value_error(where + ": length must be 1, 2 or 3, got " + std::string(py::str(nums[1])));
+    }
+    const long long offset = PyLong_AsLongLongAndOverflow(nums[0].ptr(), &overflow);
+    if (overflow || offset < 0 || offset > (1LL << 30)) {
+      throw py::value_error(where + ": offset must be in [0, 2**30], got " + std::string(py::str(nums[0])));
+    }
+    entries.push_back(LayoutEntry{name, static_cast<std::int64_t>(offset), static_cast<std::int64_t>(length)});
   }
   py::gil_scoped_release nogil;
   return std::make_unique<PotentialProgram>(PotentialProgram::compile(src, entries));

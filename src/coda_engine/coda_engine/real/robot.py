@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -49,19 +50,57 @@ PANDA_MAX_JOINT_VELOCITY: tuple[float, ...] = (2.175, 2.175, 2.175, 2.175, 2.61,
 SUCCESS_CHECKS = ("perception", "operator")
 """Allowed values of :attr:`RobotConfig.success_check`."""
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML has it (fast, and it refuses deep nesting itself), else the Python one."""
+
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _TOPIC = re.compile(r"(/|~/)?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
 _FRAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 
 
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel = 2
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 7
+_BRIEF.maxstring = _BRIEF.maxother = 80
+_BRIEF.maxlong = 40
+MAX_FILE_BYTES = 16 * 2**20
+"""Largest configuration file read (robot, fleet and suite files are kilobytes to a few megabytes)."""
+
+
+def brief(value: object) -> str:
+    """Return ``repr(value)`` bounded in length and depth, for error messages.
+
+    A value read from someone else's file may be a megabyte of text or an alias bomb (a few lines of YAML that stand
+    for billions of shared items): a plain ``repr`` of it takes minutes and gigabytes.
+    """
+    return _BRIEF.repr(value)
+
+
 def read_yaml(path: Path, what: str, error: type[ValueError]) -> Any:
-    """Parse a YAML file ({} when empty); raise ``error`` naming the file when it cannot be read or parsed."""
+    """Parse a YAML file ({} when empty); raise ``error`` naming the file when it cannot be read or parsed.
+
+    Refused with ``error``: an unreadable or too large file, bytes that are not UTF-8 text (named by offset), YAML
+    that does not parse, and nesting too deep to build.
+    """
     try:
-        data = yaml.safe_load(path.read_text())
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} ({exc.strerror or exc})") from exc
+    if len(raw) > MAX_FILE_BYTES:
+        raise error(f"{path}: the {what} is larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+        raise error(f"{path}: the {what} is not UTF-8 text ({where})") from None
+    try:
+        data = yaml.load(text, Loader=SAFE_LOADER)  # SAFE_LOADER is a safe loader
     except yaml.YAMLError as exc:
-        raise error(f"{path}: not valid YAML ({exc})") from exc
+        text = " ".join(str(exc).split())
+        raise error(f"{path}: not valid YAML ({text[:300]}{'...' if len(text) > 300 else ''})") from None
+    except RecursionError:
+        raise error(f"{path}: the {what} is nested too deeply") from None
     return {} if data is None else data
 
 
@@ -91,7 +130,8 @@ class TopicNames:
         for f in fields(self):
             value = getattr(self, f.name)
             if not isinstance(value, str) or not _TOPIC.fullmatch(value):
-                raise RobotConfigError(f"{f.name}={value!r} must be a ROS topic name like joint_states or /ns/topic")
+                raise RobotConfigError(
+                    f"{f.name}={brief(value)} must be a ROS topic name like joint_states or /ns/topic")
 
 
 @dataclass(frozen=True)
@@ -144,7 +184,7 @@ class SafetyConfig:
                      "estop_release_quiet_s"):
             _check_positive(name, getattr(self, name))
         if not (isinstance(self.rehome_speed_fraction, (int, float)) and 0 < self.rehome_speed_fraction <= 1):
-            raise RobotConfigError(f"rehome_speed_fraction={self.rehome_speed_fraction!r} must be in (0, 1]")
+            raise RobotConfigError(f"rehome_speed_fraction={brief(self.rehome_speed_fraction)} must be in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -160,9 +200,9 @@ class GateConfig:
         """Check the threshold's range and the flag's type."""
         value = self.min_sim_success
         if not _is_number(value) or not 0.0 <= value <= 1.0:
-            raise RobotConfigError(f"min_sim_success={value!r} must be a number in [0, 1]")
+            raise RobotConfigError(f"min_sim_success={brief(value)} must be a number in [0, 1]")
         if not isinstance(self.allow_expert, bool):
-            raise RobotConfigError(f"allow_expert={self.allow_expert!r} must be true or false")
+            raise RobotConfigError(f"allow_expert={brief(self.allow_expert)} must be true or false")
 
 
 @dataclass(frozen=True)
@@ -201,14 +241,14 @@ class RobotConfig:
     def __post_init__(self) -> None:
         """Check names, counts, rates and timeouts."""
         if not isinstance(self.robot_id, str) or not _NAME.fullmatch(self.robot_id):
-            raise RobotConfigError(f"robot_id={self.robot_id!r} must be a name (letters, digits, _)")
+            raise RobotConfigError(f"robot_id={brief(self.robot_id)} must be a name (letters, digits, _)")
         for name, count in (("joint_names", N_ARM_JOINTS), ("finger_joints", N_FINGER_JOINTS)):
             names = getattr(self, name)
             if not isinstance(names, tuple) or len(names) != count:
                 raise RobotConfigError(f"{name}={_show(names)} must list {count} joint names")
             for i, joint in enumerate(names):
                 if not isinstance(joint, str) or not joint.strip():
-                    raise RobotConfigError(f"{name}[{i}]={joint!r} must be a non-empty joint name")
+                    raise RobotConfigError(f"{name}[{i}]={brief(joint)} must be a non-empty joint name")
         every = (*self.joint_names, *self.finger_joints)
         twice = sorted({j for j in every if every.count(j) > 1})
         if twice:
@@ -216,7 +256,7 @@ class RobotConfig:
         for name in ("base_frame", "camera_frame"):
             value = getattr(self, name)
             if not isinstance(value, str) or not _FRAME.fullmatch(value):
-                raise RobotConfigError(f"{name}={value!r} must be a tf frame id like base or fr3_link0")
+                raise RobotConfigError(f"{name}={brief(value)} must be a tf frame id like base or fr3_link0")
         for name in (
             "control_rate_hz",
             "max_finger_opening",
@@ -226,7 +266,7 @@ class RobotConfig:
         ):
             _check_positive(name, getattr(self, name))
         if self.success_check not in SUCCESS_CHECKS:
-            raise RobotConfigError(f"success_check={self.success_check!r} must be one of {list(SUCCESS_CHECKS)}")
+            raise RobotConfigError(f"success_check={brief(self.success_check)} must be one of {list(SUCCESS_CHECKS)}")
         for name, kind in (("topics", TopicNames), ("safety", SafetyConfig), ("gate", GateConfig)):
             if not isinstance(getattr(self, name), kind):
                 raise RobotConfigError(f"{name} must be a {kind.__name__}")
@@ -310,7 +350,7 @@ def _is_number(value: object) -> bool:
 
 
 def _show(value: object) -> str:
-    return repr(list(value)) if isinstance(value, tuple) else repr(value)
+    return brief(list(value)) if isinstance(value, tuple) else brief(value)
 
 
 def _check_numbers(name: str, values: object, count: int) -> None:
@@ -318,33 +358,33 @@ def _check_numbers(name: str, values: object, count: int) -> None:
         raise RobotConfigError(f"{name}={_show(values)} must list {count} numbers")
     for i, v in enumerate(values):
         if not _is_number(v):
-            raise RobotConfigError(f"{name}[{i}]={v!r} must be a finite number")
+            raise RobotConfigError(f"{name}[{i}]={brief(v)} must be a finite number")
 
 
 def _check_positive(name: str, value: object) -> None:
     if not _is_number(value) or not value > 0:  # type: ignore[operator]
-        raise RobotConfigError(f"{name}={value!r} must be a finite number > 0")
+        raise RobotConfigError(f"{name}={brief(value)} must be a finite number > 0")
 
 
 def _convert(value: Any, annotation: str, where: str) -> Any:
     """Turn a YAML value into the field's type (lists -> tuples, ints -> floats); name ``where`` on a type error."""
     if annotation == "str":
         if not isinstance(value, str):
-            raise RobotConfigError(f"{where}={value!r} must be a string")
+            raise RobotConfigError(f"{where}={brief(value)} must be a string")
         return value
     if annotation == "bool":
         if not isinstance(value, bool):
-            raise RobotConfigError(f"{where}={value!r} must be true or false")
+            raise RobotConfigError(f"{where}={brief(value)} must be true or false")
         return value
     if annotation == "float":
         return _number(value, where)
     if annotation.startswith("tuple[str"):
         if not isinstance(value, list):
-            raise RobotConfigError(f"{where}={value!r} must be a list of names")
+            raise RobotConfigError(f"{where}={brief(value)} must be a list of names")
         return tuple(_convert(v, "str", f"{where}[{i}]") for i, v in enumerate(value))
     if annotation.startswith("tuple[float"):
         if not isinstance(value, list):
-            raise RobotConfigError(f"{where}={value!r} must be a list of numbers")
+            raise RobotConfigError(f"{where}={brief(value)} must be a list of numbers")
         return tuple(_number(v, f"{where}[{i}]") for i, v in enumerate(value))
     raise AssertionError(f"no conversion for {annotation}")  # a new field type without a rule here
 
@@ -352,10 +392,13 @@ def _convert(value: Any, annotation: str, where: str) -> Any:
 def _number(value: Any, where: str) -> float:
     if isinstance(value, str):
         hint = " (YAML reads 1e-3 as text: write 1.0e-3)" if re.fullmatch(r"[-+]?\d+e[-+]?\d+", value) else ""
-        raise RobotConfigError(f"{where}={value!r} must be a number{hint}")
+        raise RobotConfigError(f"{where}={brief(value)} must be a number{hint}")
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise RobotConfigError(f"{where}={value!r} must be a number")
-    return float(value)
+        raise RobotConfigError(f"{where}={brief(value)} must be a number")
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond the float range
+        raise RobotConfigError(f"{where}={brief(value)} must be a finite number") from None
 
 
 def _fields(
@@ -363,7 +406,7 @@ def _fields(
 ) -> dict[str, Any]:
     """Convert the keys of ``data`` that are fields of ``kind``; unknown keys are an error."""
     known = {f.name: f for f in fields(kind)}
-    unknown = sorted(str(k) for k in data if k not in known)
+    unknown = sorted(brief(k) if not isinstance(k, str) else k[:80] for k in data if k not in known)
     if unknown:
         keys = ", ".join(prefix + k for k in unknown)
         raise RobotConfigError(f"{source}: unknown key(s) {keys} (known: {', '.join(sorted(known))})")
@@ -376,7 +419,7 @@ def _fields(
 
 def _section(kind: type, data: Any, source: str, name: str) -> Any:
     if not isinstance(data, Mapping):
-        raise RobotConfigError(f"{source}: {name} must be a mapping of {kind.__name__} fields, got {data!r}")
+        raise RobotConfigError(f"{source}: {name} must be a mapping of {kind.__name__} fields, got {brief(data)}")
     values = _fields(kind, data, source, f"{name}.")
     try:
         return kind(**values)

@@ -12,6 +12,7 @@ answer ``success: false`` with an error naming what was wrong; the node keeps se
 from __future__ import annotations
 
 import json
+import traceback
 from collections import Counter
 
 import numpy as np
@@ -87,6 +88,11 @@ class SceneGeneratorNode(Node):
             response.success = False
             response.error = f"{type(exc).__name__}: {exc}"
             self.get_logger().warning(f"generate_scenes rejected: {response.error}")
+            return response
+        except Exception as exc:  # keep serving whatever a request holds; the traceback goes to the log
+            response.success = False
+            response.error = f"internal error: {type(exc).__name__}: {exc}"
+            self.get_logger().error(f"generate_scenes failed: {traceback.format_exc()}")
             return response
         for msg in scenes:
             msg.header.stamp = self.get_clock().now().to_msg()

@@ -371,7 +371,35 @@ class SceneParams:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown SceneParams fields: {sorted(unknown)}")
+        problems = [p for name, value in data.items() if (p := _json_type_problem(name, value))]
+        if problems:  # JSON from elsewhere: the types first, so the range checks compare numbers with numbers
+            raise ValueError("invalid SceneParams: " + "; ".join(problems))
         return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
+
+
+def _json_type_problem(name: str, value: Any) -> str:
+    """'' when ``value`` has the JSON type of the SceneParams field ``name``, else what is wrong (naming the field)."""
+
+    def number(v: Any, integer: bool = False) -> bool:
+        return not isinstance(v, bool) and isinstance(v, int if integer else (int, float))
+
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    if name == "split":
+        ok, want = isinstance(value, str), "a split name"
+    elif name in ("num_distractors", "size_scale"):
+        ok = value is None or (isinstance(value, list) and len(value) == 2
+                               and all(number(v, name == "num_distractors") for v in value))
+        want = "null or [min, max] " + ("integers" if name == "num_distractors" else "numbers")
+    elif name == "referring":
+        ok, want = value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value)), \
+            "null or a list of referring kinds"
+    elif name == "synonyms":
+        ok, want = value is None or isinstance(value, bool), "null, true or false"
+    elif name == "max_attempts":
+        ok, want = number(value, integer=True), "an integer"
+    else:
+        ok, want = number(value), "a number"
+    return "" if ok else f"{name}={shown} must be {want}"
 
 
 @dataclass
