@@ -21,8 +21,6 @@ from coda_engine.real.robot import RobotConfig, RobotConfigError
 
 ROBOTS = Path(__file__).resolve().parents[1] / "config" / "robots"
 VARIANTS = 100
-NAMED = {"set", "remove", "add", "resize", "aliases"}
-"""Mutations whose refusal must name the field they touched (the others damage the YAML text itself)."""
 
 
 @pytest.mark.parametrize("shipped", ["panda_fake.yaml", "panda_example.yaml"])
@@ -30,35 +28,14 @@ def test_mutated_robot_files_load_valid_or_are_refused_naming_the_field(tmp_path
                                                                        engine_test_helpers: Any) -> None:
     helpers = engine_test_helpers("yaml_mutations")
     data = yaml.safe_load((ROBOTS / shipped).read_text())
-    rng = np.random.default_rng(24)
-    problems: list[str] = []
-    outcomes = {"loaded": 0, "refused": 0}
-    for i, variant in enumerate(helpers.mutations(data, rng, VARIANTS)):
-        path = tmp_path / f"variant{i:03d}.yaml"
-        path.write_bytes(variant.text)
-        what = f"{variant.kind} {list(variant.path)}"
-        start = time.monotonic()
-        try:
-            config = RobotConfig.load(path)
-        except RobotConfigError as exc:
-            message = str(exc)
-            outcomes["refused"] += 1
-            if str(path) not in message:
-                problems.append(f"{what}: the message does not name the file: {message[:200]}")
-            if variant.kind in NAMED and variant.field not in message:
-                problems.append(f"{what}: the message does not name {variant.field!r}: {message[:200]}")
-            if len(message) > 1000:
-                problems.append(f"{what}: a message of {len(message)} characters")
-        except Exception as exc:  # the finding: anything but the module's error
-            problems.append(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
-        else:
-            outcomes["loaded"] += 1
-            if not helpers.finite_numbers(config.to_dict()):
-                problems.append(f"{what}: loaded with a non-finite number: {config.to_dict()}")
-            if RobotConfig.from_dict(config.to_dict()) != config:
-                problems.append(f"{what}: does not read back from its to_dict()")
-        if time.monotonic() - start > 2.0:
-            problems.append(f"{what}: took {time.monotonic() - start:.1f} s")
+
+    def check(config: RobotConfig) -> list[str]:
+        plain = config.to_dict()
+        return ([] if helpers.finite_numbers(plain) else [f"loaded with a non-finite number: {plain}"]) + (
+            [] if RobotConfig.from_dict(plain) == config else ["does not read back from its to_dict()"])
+
+    problems, outcomes = helpers.loader_contract(data, np.random.default_rng(24), VARIANTS, tmp_path, RobotConfig.load,
+                                                 RobotConfigError, check)
     assert not problems, f"{len(problems)} of {VARIANTS} variants broke the contract:\n" + "\n".join(problems)
     assert outcomes["loaded"] and outcomes["refused"], outcomes  # both sides of the contract were exercised
 

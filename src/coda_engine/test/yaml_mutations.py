@@ -6,13 +6,16 @@
 wrong-typed value (empty, huge, negative, NaN, inf, a list, a mapping, text), a field removed, an unknown field
 added, a list grown or cut, and whole-text damage (non-UTF-8 bytes, a cut, deep nesting, an alias bomb). Each
 variant says which field it touched, so a test can check that a refusal names it. Loaded with the
-``engine_test_helpers`` fixture (``conftest.load_test_module``) by the robot, fleet and suite file tests.
+``engine_test_helpers`` fixture (``conftest.load_test_module``) by the robot, fleet and suite file tests, which
+check each loader with :func:`loader_contract`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,6 +28,8 @@ HOSTILE: tuple[Any, ...] = (
     {"nested": {"deeper": [1]}}, "08:00-18:00", "/ns/topic",
 )
 """Values a field is set to: boundaries, wrong types, huge and non-finite numbers."""
+NAMED = frozenset({"set", "remove", "add", "resize", "aliases"})
+"""Mutations whose refusal must name the field they touched (the others damage the YAML text itself)."""
 ALIAS_BOMB = (
     "[&a [x, x, x, x, x, x, x, x, x], "
     + ", ".join(f"&b{i} [{', '.join([f'*b{i - 1}' if i else '*a'] * 9)}]" for i in range(6))
@@ -148,3 +153,42 @@ def finite_numbers(value: Any) -> bool:
         elif isinstance(item, float) and not math.isfinite(item):
             return False
     return True
+
+
+def loader_contract(data: dict[str, Any], rng: np.random.Generator, n: int, folder: Path,
+                    load: Callable[[Path], Any], error: type[Exception], check_loaded: Callable[[Any], list[str]],
+                    names: Callable[[Variant, str], bool] | None = None) -> tuple[list[str], dict[str, int]]:
+    """Write ``n`` mutations of ``data`` under ``folder`` and load each with ``load``; return (problems, outcomes).
+
+    The contract: a variant loads (then ``check_loaded(obj)`` lists what is wrong with it) or is refused with
+    ``error`` whose message names the file and, for the ``NAMED`` kinds, the field (``names(variant, message)``
+    when a loader names some fields otherwise), in at most 1,000 characters; either way within 2 s. Anything
+    else is a problem. ``outcomes`` counts the loaded and the refused variants.
+    """
+    problems: list[str] = []
+    outcomes = {"loaded": 0, "refused": 0}
+    for i, variant in enumerate(mutations(data, rng, n)):
+        path = folder / f"variant{i:03d}.yaml"
+        path.write_bytes(variant.text)
+        what = f"{variant.kind} {list(variant.path)}"
+        start = time.monotonic()
+        try:
+            loaded = load(path)
+        except error as exc:
+            message = str(exc)
+            outcomes["refused"] += 1
+            if str(path) not in message:
+                problems.append(f"{what}: the message does not name the file: {message[:200]}")
+            named = variant.field in message or (names is not None and names(variant, message))
+            if variant.kind in NAMED and not named:
+                problems.append(f"{what}: the message does not name {variant.field!r}: {message[:200]}")
+            if len(message) > 1000:
+                problems.append(f"{what}: a message of {len(message)} characters")
+        except Exception as exc:  # the finding: anything but the module's error
+            problems.append(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
+        else:
+            outcomes["loaded"] += 1
+            problems += [f"{what}: {problem}" for problem in check_loaded(loaded)]
+        if time.monotonic() - start > 2.0:
+            problems.append(f"{what}: took {time.monotonic() - start:.1f} s")
+    return problems, outcomes

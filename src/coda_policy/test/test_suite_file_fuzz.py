@@ -9,7 +9,6 @@ length and time. Any other exception, an unnamed field or a slow answer fails th
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,6 @@ import yaml
 from coda_policy.suite import SUITES_DIR, SuiteError, load_suite, parse_suite
 
 VARIANTS = 80
-NAMED = {"set", "remove", "add", "resize", "aliases"}
-"""Mutations whose refusal must name the field they touched (the others damage the YAML text itself)."""
 
 
 def _small_suite() -> dict[str, Any]:
@@ -40,39 +37,17 @@ def test_mutated_suite_files_load_valid_or_are_refused_naming_the_field(tmp_path
     helpers = engine_test_helpers("yaml_mutations")
     data = _small_suite()
     parse_suite(data)  # the starting point is valid
-    rng = np.random.default_rng(24)
-    problems: list[str] = []
-    outcomes = {"loaded": 0, "refused": 0}
-    for i, variant in enumerate(helpers.mutations(data, rng, VARIANTS)):
-        path = tmp_path / f"variant{i:03d}.yaml"
-        path.write_bytes(variant.text)
-        what = f"{variant.kind} {list(variant.path)}"
-        start = time.monotonic()
-        try:
-            suite = load_suite(path)
-        except SuiteError as exc:
-            message = str(exc)
-            outcomes["refused"] += 1
-            if str(path) not in message:
-                problems.append(f"{what}: the message does not name the file: {message[:200]}")
-            named = variant.field in message or (
-                # an entry is named by its index: "entry 1 (id-reach-000): ..."
-                variant.field == "entries" and len(variant.path) > 1 and f"entry {variant.path[1]}" in message)
-            if variant.kind in NAMED and not named:
-                problems.append(f"{what}: the message does not name {variant.field!r}: {message[:200]}")
-            if len(message) > 1000:
-                problems.append(f"{what}: a message of {len(message)} characters")
-        except Exception as exc:  # the finding: anything but the module's error
-            problems.append(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
-        else:
-            outcomes["loaded"] += 1
-            plain = suite.to_dict()
-            if not helpers.finite_numbers(plain):
-                problems.append(f"{what}: loaded with a non-finite number")
-            if parse_suite(plain).to_dict() != plain:
-                problems.append(f"{what}: does not parse again from its to_dict()")
-        if time.monotonic() - start > 2.0:
-            problems.append(f"{what}: took {time.monotonic() - start:.1f} s")
+
+    def check(suite: Any) -> list[str]:
+        plain = suite.to_dict()
+        return ([] if helpers.finite_numbers(plain) else ["loaded with a non-finite number"]) + (
+            [] if parse_suite(plain).to_dict() == plain else ["does not parse again from its to_dict()"])
+
+    def entry_named(variant: Any, message: str) -> bool:  # an entry is named by its index: "entry 1 (id-...): ..."
+        return variant.field == "entries" and len(variant.path) > 1 and f"entry {variant.path[1]}" in message
+
+    problems, outcomes = helpers.loader_contract(data, np.random.default_rng(24), VARIANTS, tmp_path, load_suite,
+                                                 SuiteError, check, entry_named)
     assert not problems, f"{len(problems)} of {VARIANTS} variants broke the contract:\n" + "\n".join(problems)
     assert outcomes["loaded"] and outcomes["refused"], outcomes  # both sides of the contract were exercised
 
