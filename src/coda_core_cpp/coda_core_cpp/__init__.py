@@ -8,7 +8,7 @@
 * :class:`PotentialProgram`, :func:`shape_rewards`, :class:`PotentialError`: the
   staged-potential language (``coda_core_cpp.reference`` is its pure-Python twin).
 * :class:`ObjectTokenActor`: the policy's action mean for one observation (built from
-  ``coda_policy.control.NumpyActionMean.spec()``; serves the ``policy`` node's control ticks).
+  ``coda_policy.action_mean.NumpyActionMean.spec()``; serves the ``policy`` node's control ticks).
 
 The real-time parts that talk to rcl live in the separate extension ``coda_core_cpp._rt`` (imported on demand, so
 this module needs no ROS): ``ControlTick`` (the ``policy`` node's control step in C++), ``ControlLoop`` (that step

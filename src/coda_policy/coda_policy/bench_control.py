@@ -20,7 +20,9 @@ each observation's stamp. Figures:
   p99 at each rate and ``hold_fraction``.
 - ``relays``: the round trip of the same JointState through the rclpy relay (``rclpy``, with ``--executor``) and
   the C relay (``rcl``). All round trips of the latency phase are interleaved tick by tick (each waits for its
-  answer before the next message goes out), so every target sees the same machine.
+  answer before the next message goes out), so every target sees the same machine. The C relay also runs the
+  deadline phases (``misses_100hz`` / ``misses_500hz``, as the paths'): the misses of a node that only receives and
+  publishes over the same transport, the floor any control path on this machine starts from.
 - ``ratio_to_rclpy_relay_p50``: the default path's p50 over the rclpy relay's.
 - ``misses_100hz`` / ``misses_500hz``: the default path's.
 - ``action_mean_us_cpp`` / ``_numpy`` / ``_eager``: one action mean of the same network (two objects) in this
@@ -139,13 +141,13 @@ def write_version(root: Path, seed: int = 0) -> str:
 def action_mean_timings(objects: int = 2, calls: int = 1000, repeats: int = 5, seed: int = 0) -> dict[str, float]:
     """Time one action mean of the default policy network per backend, in µs (median over ``repeats``).
 
-    ``cpp``: coda_core_cpp.ObjectTokenActor; ``numpy``: coda_policy.control.NumpyActionMean (its reference);
+    ``cpp``: coda_core_cpp.ObjectTokenActor; ``numpy``: coda_policy.action_mean.NumpyActionMean (its reference);
     ``eager``: the torch network (1 thread, inference mode). ``objects`` objects are present in the scene.
     """
     import torch
 
+    from coda_policy.action_mean import compiled_action_mean, numpy_action_mean
     from coda_policy.config import PolicyConfig
-    from coda_policy.control import compiled_action_mean, numpy_action_mean
     from coda_policy.sft import build_policy
 
     threads = torch.get_num_threads()
@@ -420,11 +422,9 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
         trips = dict(zip(order, _latency_phase(probe, [routes[name] for name in order], cfg.ticks,
                                                cfg.latency_rate_hz), strict=True))
         deadline: dict[str, dict[float, Any]] = {}
-        for path in PATHS:
-            deadline[path] = {}
-            for rate in DEADLINE_RATES:
-                latency, hold = probe.periodic(routes[path], rate, max(1, round(cfg.seconds * rate)))
-                deadline[path][rate] = (latency, hold)
+        for name in [*PATHS, "rcl"]:  # the paths, then the C relay: the transport's own misses on this machine
+            deadline[name] = {rate: probe.periodic(routes[name], rate, max(1, round(cfg.seconds * rate)))
+                              for rate in DEADLINE_RATES}
         gc.enable()
         for path in PATHS:
             if not any(lat >= 0 and not hold for lat, hold in trips[path]):
@@ -465,6 +465,10 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
     for name in ("rclpy", "rcl"):
         figures = _stats(trips[name])
         relays[name] = {key: figures[key] for key in ("latency_us_p50", "latency_us_p99", "latency_us_max", "lost")}
+    for rate in DEADLINE_RATES:
+        latency, _ = deadline["rcl"][rate]
+        relays["rcl"][f"misses_{rate:g}hz"] = int(np.sum(latency < 0))
+        relays["rcl"][f"ticks_{rate:g}hz"] = int(latency.size)
     default = paths[PATHS[0]]
     result: dict[str, Any] = {
         "latency_us_p50": default["latency_us_p50"],

@@ -14,15 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from coda_policy.action_mean import compiled_action_mean, numpy_action_mean
 from coda_policy.bench_control import ControlBenchConfig, main
-from coda_policy.control import (
-    ControlConfig,
-    LoadedPolicy,
-    ObjectInfo,
-    PolicyController,
-    compiled_action_mean,
-    numpy_action_mean,
-)
+from coda_policy.control import ControlConfig, LoadedPolicy, ObjectInfo, PolicyController
 from coda_policy.sft import build_policy
 
 KEYS = (
@@ -69,6 +63,9 @@ def test_bench_runs_the_policy_network_over_dds(ros_domain):
     for name in ("rclpy", "rcl"):
         relay = result["relays"][name]
         assert 0 < relay["latency_us_p50"] <= relay["latency_us_p99"], name
+    floor = result["relays"]["rcl"]
+    assert floor["ticks_100hz"] == 200 and floor["ticks_500hz"] == 1000
+    assert 0 <= floor["misses_100hz"] <= 200 and 0 <= floor["misses_500hz"] <= 1000
     assert result["ratio_to_rclpy_relay_p50"] == pytest.approx(
         result["latency_us_p50"] / result["relays"]["rclpy"]["latency_us_p50"], abs=1e-3)
     assert result["action_mean_us_cpp"] > 0 and result["action_mean_us_numpy"] > 0

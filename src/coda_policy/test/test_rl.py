@@ -13,7 +13,8 @@ from coda_engine.sim.families import get_family
 from coda_engine.sim.layout import LAYOUT
 from coda_policy.checkpoint import load_policy, load_trainer_state
 from coda_policy.metrics import read_metrics
-from coda_policy.rl import FINE_TUNE, RLConfig, Rollouts, actor_critic, gaussian_kl, ppo_update, train_rl
+from coda_policy.ppo import actor_critic, gaussian_kl, ppo_update
+from coda_policy.rl import FINE_TUNE, RLConfig, Rollouts, train_rl
 from coda_policy.sft import build_policy
 
 OBS_DIM = LAYOUT["stage_index"][0] + 1
