@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from coda_loop.config import LoopConfig, load_config
@@ -76,6 +77,12 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         LoopConfig(critic="learned", critic_model=str(tmp_path))
     with pytest.raises(ValueError, match="finetune_lr=0"):
         LoopConfig(finetune_lr=0.0)
+    with pytest.raises(ValueError, match="demonstrator='oracle' must be one of"):
+        LoopConfig(demonstrator="oracle")
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "config.json").write_text('{"method": "sft"}')  # demonstrated by the scripted expert
+    with pytest.raises(ValueError, match=r"demonstrator='state_expert' but base_from=.* was demonstrated by 'expert'"):
+        LoopConfig(base_from=str(tmp_path / "base"), demonstrator="state_expert")
     with pytest.raises(ValueError, match=r"planner=.*unknown GenerationConfig fields \['exploraton_share'\]"):
         LoopConfig(planner={"exploraton_share": 0.5})
     with pytest.raises(ValueError, match=r"planner=.*must be in"):
@@ -377,8 +384,9 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
 
 
 ROUND_OPTIONS = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0,
-                 "corrective_relabel": 1000, "corrective_beside_start": True, "relabel_successes": True}
-"""A coda round with the BC gate and on-policy labels on (what the two tests below read)."""
+                 "corrective_relabel": 1000, "corrective_beside_start": True, "relabel_successes": True,
+                 "demonstrator": "state_expert"}
+"""A coda round with the BC gate, on-policy labels and the state expert demonstrating (what the tests below read)."""
 
 
 @pytest.fixture(scope="module")
@@ -460,3 +468,15 @@ def test_on_policy_labels_keep_corrective_demonstrations_beside_the_experts_and_
     scene = loop._scenes(scenes[:1])[0]
     (episode,) = loop._corrective_episodes([(scene, (NEVER, RELABELLED_SUCCESS))], "expert")
     assert episode.success and episode.policy_steps == episode.steps == len(episode.actions) > 0
+    # LoopConfig.demonstrator: the scene's demonstration from its start (the file's first episode) is the state
+    # expert's, label for label
+    from coda_engine.sim.arm import SimArm
+    from coda_engine.sim.expert import run_expert
+    from coda_policy.config import PolicyConfig
+    from coda_policy.model import action_targets
+
+    demos = DemoSet.load(loop.run_dir / "demos" / "r001.npz")
+    first = demos.actions[demos.episode == demos.episode[0]]
+    replay = run_expert(SimArm(), scene, "state_expert")
+    assert replay.success
+    np.testing.assert_allclose(first, action_targets(replay.actions, PolicyConfig().max_delta), atol=1e-6)

@@ -2,13 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Which action function acts for a policy version on a worker.
 
-``expert`` is the family's scripted demonstrator (closed loop on privileged state, simulation
-only). Trained versions are folders ``<checkpoint_root>/<version>/``; the engine does not know how
-to read them. A package above it registers a *policy loader* under the entry-point group
-:data:`LOADER_GROUP` (coda_policy registers ``checkpoint = coda_policy.serving:load_action_fn`` in its
-setup.py), the way a ROS 2 server finds its plugins: the engine's workers and bridges run whatever
-policy package is installed, and the engine depends on none of them. Without one, :func:`resolve`
-says exactly what is missing. Pure module: no rclpy.
+``expert`` is the family's scripted demonstrator and ``state_expert`` the state-derived one
+(:mod:`coda_engine.sim.state_expert`; both closed loop on privileged state, simulation only). Trained versions
+are folders ``<checkpoint_root>/<version>/``; the engine does not know how to read them. A package above it
+registers a *policy loader* under the entry-point group :data:`LOADER_GROUP` (coda_policy registers
+``checkpoint = coda_policy.serving:load_action_fn`` in its setup.py), the way a ROS 2 server finds its plugins:
+the engine's workers and bridges run whatever policy package is installed, and the engine depends on none of them.
+Without one, :func:`resolve` says exactly what is missing. Pure module: no rclpy.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from coda_engine.sim.expert import ActionFn
-from coda_engine.sim.families import get_family
 from coda_engine.sim.scene import Scene
+from coda_engine.sim.state_expert import DEMONSTRATORS, EXPERT, STATE_EXPERT, demonstrator
 
-EXPERT = "expert"
+__all__ = ["DEMONSTRATORS", "EXPERT", "LOADER_GROUP", "STATE_EXPERT", "PolicyNotAvailableError", "policy_loader",
+           "resolve"]
 LOADER_GROUP = "coda_engine.policy_loaders"
 """Entry-point group of policy loaders: ``load(folder, scene) -> ActionFn`` for one episode of ``scene``."""
 
@@ -54,10 +55,9 @@ def policy_loader() -> PolicyLoader:
 def resolve(version: str, scene: Scene, checkpoint_root: Path | None) -> ActionFn:
     """Return a fresh action function of ``version`` for one episode in ``scene``."""
     if not version:
-        raise PolicyNotAvailableError("empty policy version (use 'expert' or a trained version id)")
-    if version == EXPERT:
-        expert = get_family(scene.family).expert()
-        expert.reset()
+        raise PolicyNotAvailableError("empty policy version (use 'expert', 'state_expert' or a trained version id)")
+    if version in DEMONSTRATORS:
+        expert = demonstrator(scene.family, version)
         return lambda obs, state: expert.act(state)
     if checkpoint_root is None:
         raise PolicyNotAvailableError(f"policy version {version!r}: this worker has no checkpoint_root configured")

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coda_engine.sim.state_expert import DEMONSTRATORS
+
 FAMILIES = ("reach", "pick_place", "push", "stack")
 SPLITS = ("id", "position", "instruction", "object", "distractor")
 OOD_SPLITS = SPLITS[1:]
@@ -152,6 +154,12 @@ class LoopConfig:
     step labelled with the expert's action (DAgger labels on the states the policy reached when it succeeded)."""
     max_new_demos: int = 0
     """Most new expert demonstrations per round (0: one per generated scene)."""
+    demonstrator: str = "expert"
+    """Who demonstrates scenes from their start (round 0's demonstrations and every round's new ones): ``expert``,
+    the family's scripted state machine, or ``state_expert``, the expert with its phase read from the state at every
+    step (``coda_engine.sim.state_expert``), which also labels corrective and on-policy steps: with it every label
+    of the cloning set comes from the same function of the state. A run reusing ``base_from`` must use the base
+    run's demonstrator."""
     rl_env_steps: int = 1024
     """PPO environment steps per round on the family with the most diagnosed failures (0: no RL)."""
     rl_stage_share: float = 0.5
@@ -240,6 +248,13 @@ class LoopConfig:
             errors.append(f"eval_splits={self.eval_splits} must be a non-empty subset of {SPLITS}")
         if self.critic not in CRITICS:
             errors.append(f"critic={self.critic!r} must be one of {CRITICS}")
+        if self.demonstrator not in DEMONSTRATORS:
+            errors.append(f"demonstrator={self.demonstrator!r} must be one of {DEMONSTRATORS}")
+        elif self.base_from and (Path(self.base_from) / "config.json").is_file():
+            base = json.loads((Path(self.base_from) / "config.json").read_text()).get("demonstrator", "expert")
+            if base != self.demonstrator:
+                errors.append(f"demonstrator={self.demonstrator!r} but base_from={self.base_from!r} was demonstrated "
+                              f"by {base!r} (the cloning set would mix two experts' labels)")
         if self.critic_model and not (Path(self.critic_model) / "config.json").is_file():
             errors.append(f"critic_model={self.critic_model!r} is not a critic folder (no config.json; "
                           "`coda critic train` writes one)")

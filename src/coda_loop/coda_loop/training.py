@@ -60,7 +60,7 @@ class TrainStep:
             seconds = 0.0
         else:
             demos = collect(cfg.families, cfg.base_demos_per_family, self._rng(0, 0), "id", self.embedder,
-                            PolicyConfig().max_delta)
+                            PolicyConfig().max_delta, cfg.demonstrator)
             tmp = self.demo_dir / "r000.tmp.npz"
             demos.save(tmp)
             os.replace(tmp, demo_file)
@@ -162,7 +162,7 @@ class TrainStep:
         """
         cfg = self.config
         if not cfg.spec.corrective:
-            return self._local_episodes(scenes, "expert", f"r{r:03d}-demo"), None
+            return self._local_episodes(scenes, cfg.demonstrator, f"r{r:03d}-demo"), None
         takeovers = self._takeovers(r)
         jobs = [(i, s, takeovers[s.scene_id]) for i, s in enumerate(scenes) if s.scene_id in takeovers]
         results = self._corrective_episodes([(s, t) for _, s, t in jobs], version)
@@ -173,7 +173,7 @@ class TrainStep:
             if result.success and len(result.actions):
                 demos[i] = result
         rest = [i for i in range(len(scenes)) if cfg.corrective_beside_start or i not in demos]
-        from_start = dict(zip(rest, self._local_episodes([scenes[i] for i in rest], "expert", f"r{r:03d}-demo"),
+        from_start = dict(zip(rest, self._local_episodes([scenes[i] for i in rest], cfg.demonstrator, f"r{r:03d}-demo"),
                               strict=True))
         recovered = [d for i, d in demos.items() if takeovers[scenes[i].scene_id][1] != RELABELLED_SUCCESS]
         relabelled = [d for i, d in demos.items() if takeovers[scenes[i].scene_id][1] == RELABELLED_SUCCESS]

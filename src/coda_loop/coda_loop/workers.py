@@ -29,7 +29,7 @@ from typing import Any
 
 from coda_engine.checkpoint_share import model_sha256
 from coda_engine.episodes import STATUS_COMPLETED, RecordedEpisode, RecordingConfig, run_recorded_episode
-from coda_engine.policies import EXPERT
+from coda_engine.policies import DEMONSTRATORS
 from coda_engine.processes import die_with_parent
 from coda_engine.sim.scene import Scene
 from coda_loop.fleet import ArmSpec
@@ -276,7 +276,8 @@ class EpisodeRunner:
             client = ActionClient(self.node, RunEpisode, f"/{ns}/run_episode")
             self.client.episode_clients[ns] = client
         if version not in self._model_sha256:
-            self._model_sha256[version] = "" if version == EXPERT else model_sha256(self.checkpoint_root / version)
+            known = "" if version in DEMONSTRATORS else model_sha256(self.checkpoint_root / version)
+            self._model_sha256[version] = known
         goal = RunEpisode.Goal(scene=dict_to_msg(SceneSpec, scene.to_dict()), policy_version=version,
                                record_keyframes=True, episode_id=episode_id,
                                policy_sha256=self._model_sha256[version],

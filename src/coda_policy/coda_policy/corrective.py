@@ -28,7 +28,7 @@ import numpy as np
 
 from coda_engine.sim.families import get_family
 from coda_engine.sim.scene import Scene
-from coda_policy.dagger import StateExpert, off_table
+from coda_engine.sim.state_expert import StateExpert, off_table
 
 ActionFn = Callable[[np.ndarray, object], np.ndarray]
 """(observation, privileged world state) -> action (dx, dy, dz metres, gripper)."""

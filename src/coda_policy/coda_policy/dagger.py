@@ -8,11 +8,8 @@ executed with probability ``beta`` and the policy's otherwise (optionally with G
 every visited observation with the action the expert would take there, adds these steps to the data set and
 continues training the policy on the whole set.
 
-The engine's experts are state machines whose phase (approach, descend, close, lift, ...) is advanced by the
-states *they* drive to; from a state the policy produced, a fresh or a shadowing expert can be in the wrong
-phase (e.g. "approach" while the policy already carries the object, which opens the gripper mid-air).
-:class:`StateExpert` therefore derives the phase from the privileged world state before every action and
-reuses the family expert's motion code for that phase.
+The labels come from :class:`coda_engine.sim.state_expert.StateExpert`, the family expert with its phase read from
+the world state before every action, so that it can label states the policy reached.
 
 ``train_dagger(cfg)`` runs the rounds; each round's rollouts and checkpoint are stored under
 ``<output_dir>/<version_id>/rounds/`` and an interrupted run resumes from the last finished round.
@@ -29,138 +26,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from coda_engine.sim.state_expert import StateExpert, off_table
 from coda_policy.checkpoint import load_policy, make_version_id, save_checkpoint
 from coda_policy.data import DemoSet, concat
 from coda_policy.metrics import MetricsLog
 from coda_policy.model import CodaPolicy, action_targets
 from coda_policy.serving import make_action_fn
 from coda_policy.sft import SFTConfig, evaluate_and_save, fit_bc, prepare_run, validation_loss
-
-HOLD_XY = 0.02
-"""Largest horizontal distance between object centre and tool point for the object to count as held, m."""
-HOLD_Z = (-0.03, 0.035)
-"""Range of (object z - tool point z) for the object to count as held, m."""
-GRIP_MARGIN = 0.004
-"""A finger opening below the object width + this counts as closed on the object, m."""
-GRIP_EMPTY = 0.008
-"""A finger opening below this holds nothing (closed on air), m."""
-SETTLE = 0.0015
-"""Fingers closing by more than this per control step are still closing, m."""
-AT_POINT = 0.012
-"""Distance to a way point within which a phase's way point counts as reached, m."""
-OFF_TABLE_Z = -0.02
-"""An object centre below this height has fallen off the table, m."""
-LOWER_XY = 0.02
-"""Horizontal distance to the release point below which a held object is lowered (instead of carried), m."""
-
-
-class StateExpert:
-    """A family's scripted expert whose phase is derived from the world state at every step.
-
-    ``act(state)`` returns the expert's action ``(dx, dy, dz, gripper)`` (metres, like the engine experts) for
-    any state, including ones the expert did not drive to. The only memory kept is the previous finger
-    opening (to tell closing fingers from settled ones); :meth:`reset` clears it.
-    """
-
-    def __init__(self, family: str) -> None:
-        """Wrap a fresh expert of ``family``."""
-        from coda_engine.sim.families import get_family
-
-        self.family = get_family(family)
-        self.expert: Any = self.family.expert()
-        self.phase = ""
-        self._last_gripper: float | None = None
-
-    def reset(self) -> None:
-        """Start a new episode."""
-        self.expert.reset()
-        self.phase = ""
-        self._last_gripper = None
-
-    def act(self, state: Any) -> np.ndarray:
-        """Return the expert action in ``state`` after setting the expert's phase from the state."""
-        from coda_engine.sim.families.base import PickAndPlaceExpert
-        from coda_engine.sim.families.push import PushExpert
-
-        if isinstance(self.expert, PickAndPlaceExpert):
-            self._sync_pick_and_place(state)
-        elif isinstance(self.expert, PushExpert):
-            self._sync_push(state)
-        self._last_gripper = float(state.gripper)
-        action = np.asarray(self.expert.act(state), dtype=np.float32)
-        self.phase = str(getattr(self.expert, "phase", ""))
-        return action
-
-    def _sync_pick_and_place(self, state: Any) -> None:
-        from coda_engine.sim.families.base import CARRY_Z
-
-        ex = self.expert
-        ee, obj = np.asarray(state.ee_pos, float), np.asarray(state.target_pos, float)
-        half = np.asarray(state.target.size, float)
-        width = 2.0 * half[0]
-        grip = float(state.gripper)
-        last = self._last_gripper if self._last_gripper is not None else grip
-        # Fingers still closing on an object that rests on the table: let them settle before lifting.
-        settling = last - grip > SETTLE and obj[2] - half[2] < 0.01
-        # Closed on the object: narrower than it (while not settling), or settled short of open (a toppled
-        # object is wider across the fingers than its nominal width).
-        closed_on = (grip < width + GRIP_MARGIN and not settling) or (abs(last - grip) <= SETTLE and grip < 0.075)
-        near = np.linalg.norm(obj[:2] - ee[:2]) < HOLD_XY and HOLD_Z[0] < obj[2] - ee[2] < HOLD_Z[1]
-        ex.counter = 0
-        offset = ee - obj
-        release = np.array([*(ex.place_xy(state) + offset[:2]), ex.place_z(state) + offset[2]])
-        if near and grip > GRIP_EMPTY and closed_on:
-            ex.grasp_offset = float(ee[2] - obj[2])
-            if np.linalg.norm(ee - release) < AT_POINT:
-                ex.phase = "release"
-            elif np.linalg.norm(ee[:2] - release[:2]) < LOWER_XY and ee[2] < CARRY_Z + 0.02:
-                ex.phase = "lower"
-            elif ee[2] > CARRY_Z - 0.015:
-                ex.phase = "carry"
-            else:
-                ex.phase = "lift"
-            return
-        at_place = np.linalg.norm(obj[:2] - ex.place_xy(state)) < LOWER_XY and obj[2] < ex.place_z(state) + 0.02
-        if at_place or self._placed(state):  # released at its place (or still falling there)
-            ex.phase = "retreat"
-            return
-        grasp_z = max(obj[2] - 0.012, obj[2] + half[2] - 0.032, 0.012)
-        above_z = max(obj[2] + half[2] + 0.07, 0.1)
-        xy = float(np.linalg.norm(ee[:2] - obj[:2]))
-        if near and grip > GRIP_EMPTY and np.linalg.norm(ee - [obj[0], obj[1], grasp_z]) < AT_POINT:
-            ex.phase = "close"
-        elif xy < AT_POINT and ee[2] < above_z + AT_POINT and grip > width + GRIP_MARGIN:
-            ex.phase = "descend"
-        else:
-            ex.phase = "approach"
-
-    def _placed(self, state: Any) -> bool:
-        """Whether the task would be done with the fingers open (the object sits at its place)."""
-        return bool(self.family.success(replace(state, gripper=0.08)))
-
-    def _sync_push(self, state: Any) -> None:
-        from coda_engine.sim.families.push import BEHIND, _push_height
-
-        ex = self.expert
-        ee, p, g = np.asarray(state.ee_pos, float), np.asarray(state.target_pos, float), state.goal_pos
-        to_goal = np.asarray(g[:2], float) - p[:2]
-        remaining = float(np.linalg.norm(to_goal))
-        if remaining < 1e-6:
-            ex.phase = "done"
-            return
-        u = to_goal / remaining
-        reach = float(np.hypot(state.target_size[0], state.target_size[1]))
-        rel = ee[:2] - p[:2]
-        along = float(rel @ u)
-        perp = float(np.linalg.norm(rel - along * u))
-        z = _push_height(state)
-        behind_xy = p[:2] - u * (reach + BEHIND)
-        if perp < 0.025 and along < 0.0 and ee[2] < z + 0.015:
-            ex.phase = "push"
-        elif np.linalg.norm(ee[:2] - behind_xy) < 0.02 and ee[2] < 0.1 + AT_POINT:
-            ex.phase = "descend"
-        else:
-            ex.phase = "approach"
 
 
 @dataclass
@@ -237,11 +109,6 @@ class DAggerResult:
     """Success rate per family of the final policy (empty if not measured)."""
     seconds: float
     """Wall time."""
-
-
-def off_table(state: Any) -> bool:
-    """Whether an object has fallen off the table (unrecoverable; its position leaves the observation's range)."""
-    return any(float(p[2]) < OFF_TABLE_Z for p in state.positions.values())
 
 
 def relabelled_rollouts(

@@ -102,8 +102,11 @@ def concat(sets: list[DemoSet]) -> DemoSet:
 
 
 def collect(families: tuple[str, ...], episodes: int, rng: np.random.Generator, split: str, embedder: object,
-            max_delta: float) -> DemoSet:
-    """``episodes`` successful expert episodes per family on ``split``, with embedded instructions."""
+            max_delta: float, demonstrator: str = "expert") -> DemoSet:
+    """``episodes`` successful expert episodes per family on ``split``, with embedded instructions.
+
+    ``demonstrator``: ``expert`` (scripted) or ``state_expert`` (``coda_engine.sim.expert.run_expert``).
+    """
     from coda_engine.sim.arm import SimArm
     from coda_engine.sim.expert import collect_demonstrations
     from coda_engine.sim.scene import SceneParams
@@ -111,7 +114,8 @@ def collect(families: tuple[str, ...], episodes: int, rng: np.random.Generator, 
     arm = SimArm()
     obs, acts, eps, fams, instructions = [], [], [], [], []
     for f, family in enumerate(families):
-        data = collect_demonstrations(family, rng, SceneParams(split=split), episodes, arm=arm)
+        data = collect_demonstrations(family, rng, SceneParams(split=split), episodes, arm=arm,
+                                      demonstrator=demonstrator)
         obs.append(data["observations"])
         acts.append(action_targets(data["actions"], max_delta))
         eps.append(data["episode"].astype(np.int64) + len(instructions))

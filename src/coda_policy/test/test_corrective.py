@@ -82,7 +82,7 @@ def test_rejects_negative_takeover(arm):
 
 def test_a_takeover_never_reached_keeps_every_policy_step_with_the_experts_label(arm):
     """What ``relabel_successes`` keeps: the policy acts to its success; each of its states gets the expert's action."""
-    from coda_policy.dagger import StateExpert
+    from coda_engine.sim.state_expert import StateExpert
 
     scene = generate("reach", np.random.default_rng(3), SceneParams())
     slow = StateExpert("reach")

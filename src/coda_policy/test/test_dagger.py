@@ -9,11 +9,11 @@ import pytest
 
 from coda_engine.sim.arm import SimArm
 from coda_engine.sim.expert import run_episode
-from coda_engine.sim.families import get_family
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
+from coda_engine.sim.state_expert import StateExpert
 from coda_policy.checkpoint import load_policy
-from coda_policy.dagger import DAggerConfig, StateExpert, off_table, relabelled_rollouts, train_dagger
+from coda_policy.dagger import DAggerConfig, relabelled_rollouts, train_dagger
 from coda_policy.data import DemoSet
 from coda_policy.model import action_targets
 from coda_policy.serving import make_action_fn
@@ -23,49 +23,6 @@ from coda_policy.sft import SFTConfig, build_policy
 @pytest.fixture(scope="module")
 def arm() -> SimArm:
     return SimArm()
-
-
-@pytest.mark.parametrize("family", ["pick_place", "push", "stack"])
-def test_state_expert_alone_solves_the_task(arm, family):
-    rng = np.random.default_rng(11)
-    for _ in range(2):
-        expert = StateExpert(family)
-        expert.reset()
-        assert run_episode(arm, generate(family, rng, SceneParams()), lambda o, s, e=expert: e.act(s)).success
-
-
-def test_state_expert_takes_over_a_carried_object(arm):
-    """A fresh engine expert starts in "approach" and opens the gripper; the state expert keeps carrying."""
-    scene = generate("pick_place", np.random.default_rng(3), SceneParams())
-    driver = get_family("pick_place").expert()
-    driver.reset()
-    arm.reset(scene)
-    for _ in range(80):
-        if driver.phase == "carry":
-            break
-        arm.step(driver.act(arm.world_state()))
-    assert driver.phase == "carry"
-    state = arm.world_state()
-    fresh = get_family("pick_place").expert()
-    fresh.reset()
-    assert fresh.act(state)[3] < 0  # the stateful expert would drop the object here
-    taker = StateExpert("pick_place")
-    taker.reset()
-    action = taker.act(state)
-    assert taker.phase in ("carry", "lower") and action[3] > 0
-    for _ in range(60):  # and it finishes the task from there
-        if arm.success():
-            break
-        arm.step(taker.act(arm.world_state()))
-    assert arm.success()
-
-
-def test_off_table_detects_a_fallen_object(arm):
-    arm.reset(generate("push", np.random.default_rng(1), SceneParams()))
-    state = arm.world_state()
-    assert not off_table(state)
-    state.positions[state.target.name] = np.array([0.9, 0.6, -0.4])
-    assert off_table(state)
 
 
 def _replay(net, embedder, family, seed):

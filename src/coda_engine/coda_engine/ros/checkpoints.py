@@ -22,7 +22,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 
 from coda_engine.checkpoint_share import CheckpointCache, CheckpointShareError, find_version, read_version
-from coda_engine.policies import EXPERT, PolicyNotAvailableError
+from coda_engine.policies import DEMONSTRATORS, PolicyNotAvailableError
 from coda_engine.ros.spin import NodeThread
 from coda_msgs.msg import CheckpointFile
 from coda_msgs.srv import GetCheckpoint
@@ -121,11 +121,11 @@ class CheckpointFetcher:
         return cls(node, Path(root) if root else None, Path(cache) if cache else None)
 
     def root_for(self, version: str, sha256: str, service: str) -> Path | None:
-        """Return the folder holding ``<version>/`` for ``policies.resolve`` (None for the expert or no version).
+        """Return the folder holding ``<version>/`` for ``policies.resolve`` (None for an expert or no version).
 
         Raises :class:`PolicyNotAvailableError` naming the version and why it is not here and could not be fetched.
         """
-        if version in (EXPERT, ""):  # no checkpoint (resolve names an empty version)
+        if version in (*DEMONSTRATORS, ""):  # no checkpoint (resolve names an empty version)
             return None
         try:
             with self._lock:

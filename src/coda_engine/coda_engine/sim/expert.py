@@ -20,6 +20,8 @@ from coda_engine.sim.families import WorldState, get_family
 from coda_engine.sim.generator import generate
 from coda_engine.sim.layout import LAYOUT
 from coda_engine.sim.scene import Scene, SceneParams
+from coda_engine.sim.state_expert import EXPERT
+from coda_engine.sim.state_expert import demonstrator as make_demonstrator
 
 ActionFn = Callable[[np.ndarray, WorldState], np.ndarray]
 """An action function: (observation, privileged state) -> (dx, dy, dz, gripper)."""
@@ -71,10 +73,13 @@ def run_episode(arm: SimArm, scene: Scene, act: ActionFn, max_steps: int | None 
                    keyframes=frames)
 
 
-def run_expert(arm: SimArm, scene: Scene, **kwargs: object) -> Episode:
-    """One episode of the family's scripted expert; the expert holds on after success for 3 steps."""
-    expert = get_family(scene.family).expert()
-    expert.reset()
+def run_expert(arm: SimArm, scene: Scene, demonstrator: str = EXPERT, **kwargs: object) -> Episode:
+    """One episode of an expert of the scene's family.
+
+    ``demonstrator``: ``expert`` (the family's scripted state machine) or ``state_expert``
+    (``coda_engine.sim.state_expert.StateExpert``).
+    """
+    expert = make_demonstrator(scene.family, demonstrator)
     return run_episode(arm, scene, lambda obs, state: expert.act(state), **kwargs)  # type: ignore[arg-type]
 
 
@@ -87,8 +92,11 @@ def expert_success_rate(family: str, rng: np.random.Generator, params: ScenePara
 
 
 def collect_demonstrations(family: str, rng: np.random.Generator, params: SceneParams, episodes: int,
-                           path: Path | str | None = None, arm: SimArm | None = None) -> dict[str, np.ndarray]:
+                           path: Path | str | None = None, arm: SimArm | None = None,
+                           demonstrator: str = EXPERT) -> dict[str, np.ndarray]:
     """Successful expert episodes of new scenes, flattened; written to ``path`` (``.npz``) if given.
+
+    ``demonstrator`` as in :func:`run_expert`.
 
     Keys: ``observations`` (N, OBS_DIM) float32 (the observation each action was taken in), ``actions``
     (N, 4), ``episode`` (N,) index, ``instructions`` (E,) str, ``scene_ids`` (E,), ``layout_names``,
@@ -101,7 +109,7 @@ def collect_demonstrations(family: str, rng: np.random.Generator, params: SceneP
         attempted += 1
         if attempted > 3 * episodes + 10:
             raise RuntimeError(f"the {family} expert failed too often ({len(instructions)}/{attempted})")
-        episode = run_expert(arm, generate(family, rng, params))
+        episode = run_expert(arm, generate(family, rng, params), demonstrator)
         if not episode.success:
             continue
         obs.append(episode.observations[:-1])
