@@ -451,24 +451,22 @@ def measure(cfg: ControlBenchConfig) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
         else:
             sys.stderr.write(f"coda bench control: logs kept in {work}\n")
-    paths: dict[str, dict[str, Any]] = {}
-    for path in PATHS:
-        figures = _stats(trips[path])
+    def deadline_figures(name: str) -> dict[str, Any]:
+        """Misses, ticks and answered p99 of each deadline phase of ``name``."""
+        figures: dict[str, Any] = {}
         for rate in DEADLINE_RATES:
-            latency, _ = deadline[path][rate]
-            answered = latency[latency >= 0].tolist()
+            latency, _ = deadline[name][rate]
             figures[f"misses_{rate:g}hz"] = int(np.sum(latency < 0))
             figures[f"ticks_{rate:g}hz"] = int(latency.size)
-            figures[f"latency_us_p99_{rate:g}hz"] = round(percentiles_us(answered)[1], 1)
-        paths[path] = figures
+            figures[f"latency_us_p99_{rate:g}hz"] = round(percentiles_us(latency[latency >= 0].tolist())[1], 1)
+        return figures
+
+    paths = {path: {**_stats(trips[path]), **deadline_figures(path)} for path in PATHS}
     relays = {}
     for name in ("rclpy", "rcl"):
         figures = _stats(trips[name])
         relays[name] = {key: figures[key] for key in ("latency_us_p50", "latency_us_p99", "latency_us_max", "lost")}
-    for rate in DEADLINE_RATES:
-        latency, _ = deadline["rcl"][rate]
-        relays["rcl"][f"misses_{rate:g}hz"] = int(np.sum(latency < 0))
-        relays["rcl"][f"ticks_{rate:g}hz"] = int(latency.size)
+    relays["rcl"].update(deadline_figures("rcl"))
     default = paths[PATHS[0]]
     result: dict[str, Any] = {
         "latency_us_p50": default["latency_us_p50"],
