@@ -192,3 +192,53 @@ def test_a_node_stops_cleanly_on_ctrl_c_and_the_signal_launch_sends_after_it(rcl
             proc.wait()
     assert proc.returncode == 0, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
+
+
+_SHUTDOWN_LOOP = """
+import os
+import signal
+import sys
+
+import rclpy
+from rclpy.signals import SignalHandlerOptions
+
+from coda_engine.ros.spin import shutdown_context, stop_on_first_signal
+
+stop_on_first_signal()
+os.kill(os.getpid(), signal.SIGINT)  # the first signal: from now on SIGINT and SIGTERM are ignored
+print("ready", flush=True)
+for _ in range(int(sys.argv[1])):
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+    shutdown_context()
+"""
+
+
+def test_shutting_the_context_down_never_gives_the_signals_their_default_action_back() -> None:
+    """SIGINTs sent without pause while the context is shut down again and again: none may kill the process.
+
+    rclpy's own shutdown sets SIGINT and SIGTERM to their default action for a moment (to "uninstall" handlers
+    that were never installed); a second Ctrl-C landing there killed the loop node in its clean-up.
+    """
+    import os
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", _SHUTDOWN_LOOP, "400"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        sent = 0
+        while proc.poll() is None:
+            try:
+                os.kill(proc.pid, signal.SIGINT)
+                sent += 1
+            except ProcessLookupError:
+                break
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert sent > 100, f"only {sent} signals were sent while the process ran"
+    assert proc.returncode == 0, (proc.returncode, out[-2000:])

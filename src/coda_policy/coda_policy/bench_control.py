@@ -201,6 +201,8 @@ def relay_main(executor_kind: str) -> int:
     from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import JointState
 
+    from coda_engine.ros.spin import shutdown_context
+
     stop = threading.Event()
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -216,7 +218,7 @@ def relay_main(executor_kind: str) -> int:
     finally:
         executor.shutdown()
         node.destroy_node()
-        rclpy.try_shutdown()
+        shutdown_context()
     return 0
 
 

@@ -47,6 +47,7 @@ def relay_main() -> int:
     from rclpy.signals import SignalHandlerOptions
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+    from coda_engine.ros.spin import shutdown_context
     from coda_msgs.msg import ArmCommand
 
     stop = threading.Event()
@@ -68,7 +69,7 @@ def relay_main() -> int:
             rclpy.spin_once(node, timeout_sec=0.1)
     finally:
         node.destroy_node()
-        rclpy.try_shutdown()
+        shutdown_context()
     return 0
 
 

@@ -8,6 +8,7 @@ Ctrl-C in the terminal of ``ros2 launch`` reaches every process of the launch, a
 each of them SIGINT again: that second signal must not interrupt the first one's clean-up. The signals are
 handled here in Python, not by rclpy's handlers (those shut the ROS context down from a thread of their own at
 any moment, also while the executor builds its wait set, and leave the next signal to the default action).
+The context is ended by :func:`shutdown_context`, which leaves the signals' dispositions as they are.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 import rclpy
+from rclpy.context import Context
 from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -97,7 +99,7 @@ def run_node(
         if on_exit is not None:
             on_exit(node)
         node.destroy_node()
-        rclpy.try_shutdown()
+        shutdown_context()
 
 
 def stop_on_first_signal(on_first: Callable[[int], None] | None = None) -> threading.Event:
@@ -126,6 +128,16 @@ def stop_on_first_signal(on_first: Callable[[int], None] | None = None) -> threa
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, handle)
     return stop
+
+
+def shutdown_context(context: Context | None = None) -> None:
+    """Shut a ROS context down that was initialised with ``SignalHandlerOptions.NO``; leave the signals alone.
+
+    A plain ``rclpy.try_shutdown()`` also "uninstalls" rclpy's signal handlers, never installed here, and does so
+    by setting SIGINT and SIGTERM to their default action and straight back: a signal landing in between (the
+    second Ctrl-C of ``ros2 launch`` does, now and then) kills the process in the middle of its clean-up.
+    """
+    rclpy.try_shutdown(context=context, uninstall_handlers=False)
 
 
 def spin_until(node: Node, done: Callable[[], bool], timeout: float = 30.0) -> bool:

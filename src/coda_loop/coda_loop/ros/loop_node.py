@@ -24,7 +24,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from coda_engine.ros.spin import stop_on_first_signal
+from coda_engine.ros.spin import shutdown_context, stop_on_first_signal
 from coda_loop.config import LoopConfig
 from coda_loop.ros.graph import DISCOVERY_WAIT_S, refuse_second_loop
 from coda_loop.rounds import CoevolutionLoop
@@ -109,7 +109,7 @@ def main(args: list[str] | None = None) -> None:
         if loop is not None:
             loop.close()
         node.destroy_node()
-        rclpy.try_shutdown()
+        shutdown_context()
     if code:
         sys.exit(code)
 

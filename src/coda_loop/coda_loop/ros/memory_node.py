@@ -38,7 +38,6 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import rclpy
 from builtin_interfaces.msg import Time
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.exceptions import InvalidParameterValueException
@@ -48,7 +47,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.serialization import serialize_message
 
 from coda_engine.ros.convert import ConversionError, dict_to_msg
-from coda_engine.ros.spin import run_node
+from coda_engine.ros.spin import run_node, shutdown_context
 from coda_loop.memory import MemoryQueryError, MemoryRecord, MemoryStore, record_uri
 from coda_loop.memory.records import summarize, to_json
 from coda_msgs.msg import (
@@ -294,7 +293,7 @@ def main(args: list[str] | None = None) -> None:
         run_node(MemoryNode, args)
     except (MemoryNodeError, InvalidParameterValueException) as exc:
         print(f"memory: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
+        shutdown_context()
         sys.exit(2)
 
 

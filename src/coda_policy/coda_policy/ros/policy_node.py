@@ -64,7 +64,7 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from coda_engine.ros.spin import stop_on_first_signal
+from coda_engine.ros.spin import shutdown_context, stop_on_first_signal
 from coda_msgs.msg import ArmCommand, ObjectStates, PolicyVersion
 from coda_policy.control import ControlConfig, PandaKinematics, PolicyController, load_version, native_tick_spec
 from coda_policy.ros.convert import checkpoint_folder, fill_command_msg, objects_from_msg, stamp_seconds
@@ -337,7 +337,7 @@ def main(args: list[str] | None = None) -> None:
     finally:
         executor.shutdown()
         node.destroy_node()
-        rclpy.try_shutdown()
+        shutdown_context()
 
 
 if __name__ == "__main__":
