@@ -25,12 +25,13 @@ from rclpy.serialization import deserialize_message, serialize_message
 from coda_critic.dataset import FeatureConfig, episode_features, label
 from coda_critic.diagnosis import MODES, Diagnosis
 from coda_critic.episode_input import SceneBook, episodes_from_results
-from coda_critic.generation import GenerationConfig, GenerationPlanner
+from coda_critic.generation import GenerationConfig
 from coda_critic.grounded import GroundedCritic
 from coda_critic.learned import LearnedConfig, embed_instructions, load_critic, save_model, train
 from coda_critic.models import EMBEDDED_MODEL
+from coda_critic.programs import plan_programs
 from coda_critic.ros import critic_node
-from coda_critic.text2potential import ProgramSpec, training_plan
+from coda_critic.text2potential import ProgramSpec
 from coda_critic.vlm import DECODINGS, VlmConfig, VlmCritic
 from coda_engine.ros.convert import dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg, msg_to_image
@@ -143,13 +144,13 @@ def test_service_diagnoses_like_grounded_rejects_bad_requests_and_serves_learned
     assert [strip(d) for d in from_msgs(ok.diagnoses)] == [strip(d) for d in expected]
     assert all(m.header.stamp.sec > 0 for m in ok.diagnoses)
 
-    # The programs of the batch: the planner's and Text2potential's, for round 3 and a budget of 20.
+    # The programs of the batch (episodes of round 3, a budget of 20): the loop's planner, the same programs.
     assert spin_until(rclpy_node, lambda: programs["generation"] and programs["training"])
-    plan = GenerationPlanner(GenerationConfig()).plan(expected, 20, 3)
+    planned = plan_programs(expected, 3, 20, GenerationConfig())
+    plan, training = planned.generation, planned.training
     generation = programs["generation"][-1]
-    assert (generation.program_id, generation.round, generation.budget) == (plan.program_id, 3, 20)
+    assert (generation.program_id, generation.round, generation.budget) == (plan.program_id, 4, 20)
     assert sum(a.count for a in generation.allocations) == 20
-    training = training_plan(expected, 3)
     assert programs["training"][-1].program_id == training.program_id and training.potentials
     assert spin_until(rclpy_node, lambda: len(programs["potential"]) == len(training.potentials))
     for msg in programs["potential"]:
@@ -285,10 +286,10 @@ def test_topic_episodes_give_diagnoses_and_programs_bad_ones_are_dropped(recorde
     batch = [expected[i] for i in failing]
     assert [strip(d) for d in from_msgs(received["diagnoses"])] == [strip(d) for d in batch]
 
-    plan = GenerationPlanner(GenerationConfig()).plan(batch, 12, 1)
+    planned = plan_programs(batch, 1, 12, GenerationConfig())  # the loop's planner: the same programs
+    plan, training = planned.generation, planned.training
     assert len(received["generation"]) == 1 and received["generation"][0].program_id == plan.program_id
-    assert received["generation"][0].budget == 12
-    training = training_plan(batch, 1)
+    assert received["generation"][0].budget == 12 and received["generation"][0].round == 2
     got = received["training"][0]
     assert (got.program_id, got.round, list(got.cause_diagnosis_ids)) == (
         training.program_id,

@@ -241,3 +241,25 @@ def test_recent_rounds_join_the_rates_the_targeting_reads():
     assert "failed 7 of 8" in line[("left_far",)].reason
     with pytest.raises(ValueError, match="rate_rounds=0"):
         GenerationConfig(rate_rounds=0)
+
+
+def test_one_planner_gives_the_next_rounds_scenes_this_rounds_training_and_the_rl_stage(batches):
+    """``plan_programs``: what the loop's programs step and the critic node both publish."""
+    from coda_critic.programs import plan_programs
+    from coda_critic.text2potential import training_plan
+
+    round1, _ = batches
+    planned = plan_programs(round1, 1, 12, GenerationConfig(), families=["pick_place", "push", "reach"])
+    assert planned.generation.round == 2 and planned.generation.budget == 12
+    assert planned.generation.program_id == GenerationPlanner(
+        GenerationConfig(), families=["pick_place", "push", "reach"]).plan(round1, 12, 2).program_id
+    assert planned.training.round == 1 and planned.training.program_id == training_plan(round1, 1).program_id
+    # pick_place fails 6 times (drops: the transport stage), push 3 times: RL practises pick_place's stage.
+    drops = [d.failed_stage for d in round1 if d.family == "pick_place" and d.is_failure]
+    assert planned.rl_family == "pick_place" and planned.rl_stage == max(set(drops), key=drops.count)
+    assert planned.cause_diagnosis_ids and set(planned.cause_diagnosis_ids) <= {d.diagnosis_id for d in round1}
+    passing = [d for d in round1 if not d.is_failure]
+    calm = plan_programs(passing, 0, 4, GenerationConfig())
+    assert (calm.rl_family, calm.rl_stage, calm.training.potentials) == ("", 0, [])
+    with pytest.raises(ValueError, match="round_index=-1"):
+        plan_programs(round1, -1, 12, GenerationConfig())

@@ -400,8 +400,8 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         return stored
 
     def _step_programs(self, r: int) -> dict[str, Any]:
-        from coda_critic.generation import GenerationPlanner, replay_candidates
-        from coda_critic.text2potential import training_plan
+        from coda_critic.generation import replay_candidates
+        from coda_critic.programs import plan_programs
 
         cfg = self.config
         episodes = self.output(r, "episodes")
@@ -425,12 +425,11 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                     recent += earlier
             probes = {sid for k in range(r + 1) for sid in self.output(k, "generate")["probe_ids"]}
             replay = replay_candidates([(k, d) for k, d in played if d.scene_id not in probes])
-        program = GenerationPlanner(generation, families=cfg.families).plan(
-            diagnoses, cfg.budget, r + 1, history=history, replay=replay, recent=recent)
-        causes = sorted({i for a in program.allocations for i in a.cause_diagnosis_ids})
+        planned = plan_programs(diagnoses, r, cfg.budget, generation, families=cfg.families, history=history,
+                                replay=replay, recent=recent, sft_epochs=1, rl_env_steps=cfg.rl_env_steps)
+        program, plan = planned.generation, planned.training
         self.store.put_program(r, "generation_program", program.to_dict(), record_id=program.program_id,
-                               diagnosis_ids=causes)
-        plan = training_plan(diagnoses, r, sft_epochs=1, rl_env_steps=cfg.rl_env_steps)
+                               diagnosis_ids=planned.cause_diagnosis_ids)
         self.store.put_program(r, "training_program", plan.to_dict(), record_id=plan.program_id,
                                diagnosis_ids=plan.cause_diagnosis_ids)
         potentials = {}
@@ -438,14 +437,9 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
             self.store.put_program(r, "potential_program", spec.to_dict(), record_id=spec.program_id,
                                    diagnosis_ids=[spec.source_diagnosis_id] if spec.source_diagnosis_id else [])
             potentials[spec.family] = spec.program_id
-        failures = Counter(d.family for d in diagnoses if d.is_failure)
-        rl_family = failures.most_common(1)[0][0] if failures else ""
-        # RL practises the stage this family fails in most often (ties: the earlier stage)
-        stages = Counter(d.failed_stage for d in diagnoses if d.is_failure and d.family == rl_family)
         out.update({"generation_program_id": program.program_id, "training_program_id": plan.program_id,
                     "potentials": potentials, "rejects": len(plan.rejects),
-                    "rl_stage": min(stages, key=lambda k: (-stages[k], k)) if stages else 0,
-                    "rl_family": rl_family,
+                    "rl_stage": planned.rl_stage, "rl_family": planned.rl_family,
                     "allocations": [(a.kind, a.family, [f"{c.key}={c.value}" for c in a.conditions[1:]], a.count)
                                     for a in program.allocations]})
         return out

@@ -51,10 +51,10 @@ from coda_critic.episode_input import (
     episodes_from_results,
     resolve_learned_model,
 )
-from coda_critic.generation import GenerationConfig, GenerationPlanner
+from coda_critic.generation import GenerationConfig
 from coda_critic.grounded import GroundedCritic
 from coda_critic.models import EMBEDDED_MODEL
-from coda_critic.text2potential import training_plan
+from coda_critic.programs import plan_programs
 from coda_engine.episodes import RecordedEpisode
 from coda_engine.ros.convert import dict_to_msg, msg_to_dict
 from coda_engine.ros.images import ImageError, msg_to_image
@@ -82,7 +82,7 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "text_cache": ("", "instruction-embedding cache file (.npz) loaded at start and saved after new strings"),
     "torch_threads": (1, "torch threads of the learned and vlm critics"),
     "generation_budget": (64, "scenes per generation program"),
-    "round": (0, "round the published programs are for"),
+    "round": (0, "round of the diagnosed episodes: the training program's; the generation program is for the next"),
     "exploration_share": (0.2, "fraction of the generation budget kept for exploration, in [0, 1]"),
     "replay_share": (0.1, "fraction of the generation budget replaying fixed conditions, in [0, 1]"),
     "sft_epochs": (1, "behaviour-cloning epochs written into training programs"),
@@ -362,18 +362,13 @@ class CriticNode(Node):
             config = GenerationConfig(
                 exploration_share=self.param("exploration_share"), replay_share=self.param("replay_share")
             )
-            generation = GenerationPlanner(config).plan(
-                diagnoses, self.param("generation_budget"), self.param("round"), history=list(self.history)
-            )
-            training = training_plan(
-                diagnoses,
-                self.param("round"),
-                sft_epochs=self.param("sft_epochs"),
-                rl_env_steps=self.param("rl_env_steps"),
-            )
+            planned = plan_programs(diagnoses, self.param("round"), self.param("generation_budget"), config,
+                                    history=list(self.history), sft_epochs=self.param("sft_epochs"),
+                                    rl_env_steps=self.param("rl_env_steps"))
         except ValueError as exc:
             self.get_logger().error(f"programs not planned for {len(diagnoses)} diagnoses: {exc}")
             return
+        generation, training = planned.generation, planned.training
         self.history.extend(diagnoses)
         for reject in training.rejects:
             self.get_logger().warning(
