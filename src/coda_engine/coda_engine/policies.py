@@ -25,9 +25,10 @@ from coda_engine.sim.state_expert import DEMONSTRATORS, EXPERT, STATE_EXPERT, de
 __all__ = ["DEMONSTRATORS", "EXPERT", "LOADER_GROUP", "STATE_EXPERT", "PolicyNotAvailableError", "policy_loader",
            "resolve"]
 LOADER_GROUP = "coda_engine.policy_loaders"
-"""Entry-point group of policy loaders: ``load(folder, scene) -> ActionFn`` for one episode of ``scene``."""
+"""Entry-point group of policy loaders: ``load(folder, scene, control_hz) -> ActionFn`` for one episode of
+``scene`` on an arm running at ``control_hz`` (None: not checked); a ValueError refuses the version."""
 
-PolicyLoader = Callable[[Path, Scene], ActionFn]
+PolicyLoader = Callable[[Path, Scene, "float | None"], ActionFn]
 
 
 class PolicyNotAvailableError(LookupError):
@@ -52,8 +53,12 @@ def policy_loader() -> PolicyLoader:
         raise PolicyNotAvailableError(f"policy loader {found[0].value} is not importable ({exc})") from exc
 
 
-def resolve(version: str, scene: Scene, checkpoint_root: Path | None) -> ActionFn:
-    """Return a fresh action function of ``version`` for one episode in ``scene``."""
+def resolve(version: str, scene: Scene, checkpoint_root: Path | None, control_hz: float | None = None) -> ActionFn:
+    """Return a fresh action function of ``version`` for one episode in ``scene``.
+
+    ``control_hz``: the rate of the arm the episode runs on; a trained version is refused when it was trained at
+    another rate (the demonstrators act on state and run at any rate).
+    """
     if not version:
         raise PolicyNotAvailableError("empty policy version (use 'expert', 'state_expert' or a trained version id)")
     if version in DEMONSTRATORS:
@@ -68,4 +73,7 @@ def resolve(version: str, scene: Scene, checkpoint_root: Path | None) -> ActionF
         load = policy_loader()
     except PolicyNotAvailableError as exc:
         raise PolicyNotAvailableError(f"policy version {version!r}: {exc}") from exc
-    return load(folder, scene)
+    try:
+        return load(folder, scene, control_hz)
+    except ValueError as exc:
+        raise PolicyNotAvailableError(f"policy version {version!r}: {exc}") from exc

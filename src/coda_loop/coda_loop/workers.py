@@ -56,7 +56,7 @@ def run_local(scene: Scene, version: str, checkpoint_root: str, episode_id: str,
 
     if _ARM is None:
         _ARM = SimArm()
-    act = resolve(version, scene, Path(checkpoint_root))
+    act = resolve(version, scene, Path(checkpoint_root), _ARM.config.control_hz)
     return run_recorded_episode(_ARM, scene, act, episode_id=episode_id, policy_version=version, robot_id=robot_id,
                                 config=RecordingConfig(keyframes=keyframes, keyframe_size=keyframe_size,
                                                           sample_every=2))
@@ -71,7 +71,7 @@ def run_corrective_local(scene: Scene, version: str, checkpoint_root: str, takeo
 
     if _ARM is None:
         _ARM = SimArm()
-    act = resolve(version, scene, Path(checkpoint_root))
+    act = resolve(version, scene, Path(checkpoint_root), _ARM.config.control_hz)
     return run_corrective(_ARM, scene, act, takeover, relabel)
 
 

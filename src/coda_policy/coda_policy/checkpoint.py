@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checkpoints: ``<root>/<version_id>/model.safetensors`` + ``config.json``; loadable without any trainer.
 
-``config.json`` holds ``format``, ``version_id``, ``policy`` (the :class:`PolicyConfig` as a dict) and
-``meta`` (free-form facts: how it was trained, metrics, the parent version). Optional training state
+``config.json`` holds ``format``, ``version_id``, ``policy`` (the :class:`PolicyConfig` as a dict),
+``control_hz`` (the control rate it was trained at: its observed velocities and its displacements are per tick,
+so every node that runs it checks its own rate against this one, :func:`check_control_hz`) and ``meta``
+(free-form facts: how it was trained, metrics, the parent version). Optional training state
 (optimiser, step counters, random generator state) goes beside them as ``trainer_state.safetensors`` (its
 tensors) + ``trainer_state.json`` (the rest of its structure) and is ignored by :func:`load_policy`.
 
@@ -24,6 +26,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from coda_engine.sim.arm import ArmConfig
 from coda_policy.config import PolicyConfig
 from coda_policy.model import CodaPolicyNet
 
@@ -33,6 +36,9 @@ CONFIG_FILE = "config.json"
 TRAINER_TENSORS = "trainer_state.safetensors"
 TRAINER_JSON = "trainer_state.json"
 LEGACY_TRAINER_FILE = "trainer_state.pt"
+TRAINED_CONTROL_HZ = ArmConfig.control_hz
+"""The simulator's control rate, Hz: every version is trained at it; a ``config.json`` without ``control_hz``
+(written before the field existed) was trained at it too."""
 
 
 def make_version_id(prefix: str, payload: dict[str, Any]) -> str:
@@ -69,15 +75,20 @@ def save_checkpoint(
     version_id: str,
     meta: dict[str, Any] | None = None,
     trainer_state: dict[str, Any] | None = None,
+    control_hz: float = TRAINED_CONTROL_HZ,
 ) -> Path:
-    """Write ``net`` to ``folder`` (created); the weights file is replaced atomically. Returns ``folder``."""
+    """Write ``net`` (trained at ``control_hz``) to ``folder`` (created); the weights file is replaced atomically.
+
+    Returns ``folder``.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in net.state_dict().items()}
     tmp = folder / (MODEL_FILE + ".tmp")
     save_file(tensors, str(tmp), metadata={"version_id": version_id, "format": str(FORMAT)})
     os.replace(tmp, folder / MODEL_FILE)
-    config = {"format": FORMAT, "version_id": version_id, "policy": net.cfg.to_dict(), "meta": meta or {}}
+    config = {"format": FORMAT, "version_id": version_id, "policy": net.cfg.to_dict(), "meta": meta or {},
+              "control_hz": float(control_hz)}
     _atomic_write_text(folder / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True, default=str))
     if trainer_state is not None:
         save_trainer_state(folder, trainer_state)
@@ -139,6 +150,22 @@ def read_config(folder: Path | str) -> dict[str, Any]:
     if config.get("format") != FORMAT:
         raise ValueError(f"{path}: format {config.get('format')!r}, expected {FORMAT}")
     return config
+
+
+def trained_control_hz(config: dict[str, Any]) -> float:
+    """Return the control rate (Hz) a checkpoint's parsed ``config.json`` was trained at."""
+    value = config.get("control_hz", TRAINED_CONTROL_HZ)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"checkpoint {config.get('version_id', '?')}: control_hz={value!r} is not a rate in Hz")
+    return float(value)
+
+
+def check_control_hz(config: dict[str, Any], rate_hz: float) -> None:
+    """Raise ValueError, naming both rates, when a checkpoint was trained at another rate than ``rate_hz``."""
+    trained = trained_control_hz(config)
+    if abs(trained - float(rate_hz)) > 1e-9 * trained:
+        raise ValueError(f"policy version {config.get('version_id', '?')} was trained at {trained:g} Hz and cannot "
+                         f"run at {float(rate_hz):g} Hz (its velocities and steps are per control tick)")
 
 
 def load_policy(folder: Path | str) -> tuple[CodaPolicyNet, dict[str, Any]]:

@@ -34,7 +34,7 @@ import torch
 
 from coda_engine.digests import file_sha256
 from coda_policy.action_mean import action_means
-from coda_policy.checkpoint import MODEL_FILE, load_policy
+from coda_policy.checkpoint import MODEL_FILE, check_control_hz, load_policy, read_config
 from coda_policy.config import default_layout
 from coda_policy.model import CodaPolicyNet
 
@@ -251,12 +251,17 @@ class LoadedPolicy:
     """SHA-256 of the model file it was loaded from (empty: not known); travels with every command it makes."""
 
 
-def load_version(folder: Path, expected_sha256: str = "") -> LoadedPolicy:
-    """Load a version folder, checking the weights' SHA-256 when one is given (ValueError on mismatch)."""
+def load_version(folder: Path, expected_sha256: str = "", control_hz: float | None = None) -> LoadedPolicy:
+    """Load a version folder, checking what is given (ValueError on a mismatch).
+
+    ``expected_sha256``: the weights' SHA-256; ``control_hz``: the rate the version was trained at.
+    """
     folder = Path(folder)
     actual = file_sha256(folder / MODEL_FILE)
     if expected_sha256 and actual != expected_sha256.lower():
         raise ValueError(f"{folder / MODEL_FILE}: sha256 {actual} != announced {expected_sha256}")
+    if control_hz is not None:
+        check_control_hz(read_config(folder), control_hz)
     net, config = load_policy(folder)
     return LoadedPolicy(str(config["version_id"]), net, actual)
 

@@ -73,8 +73,9 @@ def load_checkpoint(checkpoint_dir: str | Path) -> Any:
     """Load the policy network of a version folder; :class:`CheckpointError` says what is wrong with it."""
     from safetensors import SafetensorError
 
+    from coda_engine.sim.arm import ArmConfig
     from coda_engine.sim.layout import LAYOUT, OBS_DIM
-    from coda_policy.checkpoint import CONFIG_FILE, MODEL_FILE, load_policy
+    from coda_policy.checkpoint import CONFIG_FILE, MODEL_FILE, check_control_hz, load_policy
 
     folder = Path(checkpoint_dir)
     if not folder.is_dir():
@@ -84,9 +85,13 @@ def load_checkpoint(checkpoint_dir: str | Path) -> Any:
         hint = f"; it holds version folders {inner[:5]}: pass one of them" if inner else ""
         raise CheckpointError(f"policy checkpoint {folder}: needs {CONFIG_FILE} and {MODEL_FILE}{hint}")
     try:
-        net, _ = load_policy(folder)
+        net, config = load_policy(folder)
     except (ValueError, KeyError, TypeError, RuntimeError, OSError, SafetensorError) as exc:
         raise CheckpointError(f"policy checkpoint {folder}: cannot be loaded: {type(exc).__name__}: {exc}") from None
+    try:
+        check_control_hz(config, ArmConfig.control_hz)  # the suites run on the simulator's arm
+    except ValueError as exc:
+        raise CheckpointError(f"policy checkpoint {folder}: {exc}") from None
     if net.cfg.obs_dim != OBS_DIM or any(LAYOUT.get(k, v) != v for k, v in net.cfg.layout.items()):
         raise CheckpointError(
             f"policy checkpoint {folder}: its observation layout (length {net.cfg.obs_dim}) "

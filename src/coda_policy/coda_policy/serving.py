@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from coda_policy.checkpoint import MODEL_FILE, load_policy
+from coda_policy.checkpoint import MODEL_FILE, check_control_hz, load_policy, read_config
 from coda_policy.model import CodaPolicyNet, to_metres
 
 ActionFn = Callable[[np.ndarray, Any], np.ndarray]
@@ -78,8 +78,13 @@ def make_action_fn(net: CodaPolicyNet, instruction_embedding: np.ndarray) -> Act
     return act
 
 
-def load_action_fn(folder: Path, scene: Any) -> ActionFn:
-    """Return an action function of the policy version in ``folder`` for one episode of ``scene`` (its instruction)."""
+def load_action_fn(folder: Path, scene: Any, control_hz: float | None = None) -> ActionFn:
+    """Return an action function of the policy version in ``folder`` for one episode of ``scene`` (its instruction).
+
+    ``control_hz``: the rate the caller's arm runs at; a version trained at another rate is refused (ValueError).
+    """
+    if control_hz is not None:
+        check_control_hz(read_config(folder), control_hz)
     net = cached_policy(Path(folder))
     embedding = embedder().embed_one(str(scene.instruction))
     return make_action_fn(net, embedding)

@@ -121,3 +121,30 @@ def test_load_version_checks_the_announced_hash(tmp_path, tiny_policy_config):
 def test_bad_control_config_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=f"ControlConfig.{field}"):
         ControlConfig(**kwargs)
+
+
+def test_a_version_runs_only_at_the_rate_it_was_trained_at(tmp_path, tiny_policy_config):
+    """The checkpoint stores its control rate; load_version (the policy node's) refuses another one."""
+    import json
+
+    from coda_policy.checkpoint import CONFIG_FILE, TRAINED_CONTROL_HZ, read_config, trained_control_hz
+
+    net = build_policy(tiny_policy_config, 0).net.eval()
+    folder = save_checkpoint(tmp_path / "v10", net, "v10")
+    assert trained_control_hz(read_config(folder)) == TRAINED_CONTROL_HZ == SimArm().config.control_hz
+    assert load_version(folder, control_hz=TRAINED_CONTROL_HZ).version == "v10"
+    with pytest.raises(ValueError, match=r"v10 was trained at 10 Hz and cannot run at 20 Hz"):
+        load_version(folder, control_hz=20.0)
+    fast = save_checkpoint(tmp_path / "v20", net, "v20", control_hz=20.0)
+    assert load_version(fast, control_hz=20.0).version == "v20"
+    with pytest.raises(ValueError, match="trained at 20 Hz and cannot run at 10 Hz"):
+        load_version(fast, control_hz=10.0)
+    # A config.json of before the field: trained by the 10 Hz simulator, the only rate versions were trained at.
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    del config["control_hz"]
+    (folder / CONFIG_FILE).write_text(json.dumps(config))
+    assert load_version(folder, control_hz=10.0).version == "v10"
+    config["control_hz"] = "fast"
+    (folder / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="control_hz='fast' is not a rate"):
+        load_version(folder, control_hz=10.0)

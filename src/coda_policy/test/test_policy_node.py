@@ -84,8 +84,9 @@ class _Cell:
 
 
 def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_process, tiny_policy_config):
-    for seed, name in ((0, "v1"), (1, "v2")):
-        save_checkpoint(tmp_path / name, build_policy(tiny_policy_config, seed).net.eval(), name)
+    for seed, name in ((0, "v1"), (1, "v2")):  # trained at the node's rate; v10hz at the simulator's
+        save_checkpoint(tmp_path / name, build_policy(tiny_policy_config, seed).net.eval(), name, control_hz=20.0)
+    save_checkpoint(tmp_path / "v10hz", build_policy(tiny_policy_config, 2).net.eval(), "v10hz")
     start_process([sys.executable, "-m", "coda_policy.ros.policy_node", "--ros-args",
                    "-p", "control_rate_hz:=20.0", "-p", "max_input_age_s:=0.4", "-p", "family:=reach",
                    "-p", f"checkpoint_root:={tmp_path}", "-p", "initial_version:=v1",
@@ -98,6 +99,11 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
 
     first = run_until(lambda c: True)
     assert first.hold and first.hold_reason
+    # The node commands (holds), so it subscribes; the instruction goes out once this side has matched it.
+    deadline = time.monotonic() + 30
+    while instr_pub.get_subscription_count() == 0:  # discovery runs on DDS threads: no spinning needed
+        assert time.monotonic() < deadline, "the node's instruction subscription was never matched"
+        time.sleep(0.05)
     instr_pub.publish(String(data="touch the red ball"))
     cmd = run_until(lambda c: not c.hold)
     assert cmd.policy_version == "v1"
@@ -113,6 +119,11 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
     version_pub.publish(PolicyVersion(version_id="v2", checkpoint_uri="v2",
                                       checkpoint_sha256=file_sha256(tmp_path / "v2" / MODEL_FILE)))
     assert run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_version == "v2"
+    # A version trained at another rate is refused (logged); the node keeps commanding with v2.
+    version_pub.publish(PolicyVersion(version_id="v10hz", checkpoint_uri="v10hz"))
+    seen: list[str] = []
+    run_until(lambda c: seen.append(c.policy_version) is None and len(seen) >= 30)
+    assert set(seen) == {"v2"}
     cell.close()
 
 
@@ -134,7 +145,7 @@ def test_policy_node_fetches_the_versions_this_machine_lacks(tmp_path, rclpy_nod
     run = tmp_path / "run" / "checkpoints"  # the loop's machine
     digests = {}
     for seed, name in ((0, "v1"), (1, "v2")):
-        save_checkpoint(run / name, build_policy(tiny_policy_config, seed).net.eval(), name)
+        save_checkpoint(run / name, build_policy(tiny_policy_config, seed).net.eval(), name, control_hz=20.0)
         digests[name] = file_sha256(run / name / MODEL_FILE)
     server = CheckpointServer(rclpy_node, run)
     cache = tmp_path / "robot-cache"

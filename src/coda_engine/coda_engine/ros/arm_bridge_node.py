@@ -506,7 +506,7 @@ class ArmBridgeNode(Node):
             if self.safety.rehoming:
                 return self._rejected(goal_handle, episode_id, "re-homing after an e-stop release")
             try:
-                act = policies.resolve(goal.policy_version, scene, root)
+                act = policies.resolve(goal.policy_version, scene, root, self.robot.control_rate_hz)
             except policies.PolicyNotAvailableError as exc:
                 return self._rejected(goal_handle, episode_id, str(exc))
             feedback = RunEpisode.Feedback()

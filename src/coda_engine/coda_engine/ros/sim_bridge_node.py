@@ -90,7 +90,9 @@ class SimBridgeNode(Node):
 
         namespace = self.get_namespace().strip("/")
         self.robot_id = str(param("robot_id", namespace or "sim_0", "id recorded in EpisodeResult.robot_id"))
-        rate = float(param("control_rate_hz", 10.0, "control rate of live stepping and of episodes, Hz"))
+        rate = float(param("control_rate_hz", 10.0, "control rate of live stepping and of episodes, Hz (a policy "
+                                                    "version trained at another rate is refused)"))
+        self.control_hz = rate
         self.camera_rate = float(param("camera_rate_hz", 2.0, "camera image rate in live mode, Hz (0 = off)"))
         self.camera_size = int(param("camera_size", 64, "camera image width and height, pixels"))
         self.keyframe_size = int(param("keyframe_size", 64, "keyframe width and height in episode results, px"))
@@ -232,7 +234,7 @@ class SimBridgeNode(Node):
         try:
             scene = Scene.from_dict(msg_to_dict(goal.scene))
             root = self.checkpoints.root_for(goal.policy_version, goal.policy_sha256, goal.checkpoint_service)
-            act = policies.resolve(goal.policy_version, scene, root)
+            act = policies.resolve(goal.policy_version, scene, root, self.control_hz)
         except (ValueError, KeyError, ConversionError, policies.PolicyNotAvailableError) as exc:
             error = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"episode {episode_id} rejected: {error}")

@@ -271,7 +271,7 @@ class PolicyNode(Node):
             self.get_logger().error(f"policy version {version!r} not loaded: {exc}")
             return
         try:
-            loaded = load_version(folder, sha256)
+            loaded = load_version(folder, sha256, self.config.control_rate_hz)
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             self.get_logger().error(f"policy version in {folder} not loaded: {exc}")
             return
