@@ -54,6 +54,12 @@ TARGET_RULES = ("failure_rate", "learning_potential")
 REGIONS = tuple(f"{side}_{depth}" for side in ("left", "center", "right") for depth in ("near", "far"))
 
 
+ROUND_BUDGET = 32
+"""Scenes generated per round unless a run sets another number: the one default of ``LoopConfig.budget`` and of
+the critic node's ``generation_budget`` (``loop.yaml``, ``critic.yaml`` and ``coda_sim.launch.py`` repeat it, and
+a test holds them to it)."""
+
+
 @dataclass(frozen=True)
 class GenerationConfig:
     """How a generation program is decided."""

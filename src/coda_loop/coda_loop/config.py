@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coda_critic.generation import ROUND_BUDGET
 from coda_engine.sim.state_expert import DEMONSTRATORS
 
 FAMILIES = ("reach", "pick_place", "push", "stack")
@@ -90,7 +91,7 @@ class LoopConfig:
     """One of ``METHODS`` (see the module docstring)."""
     rounds: int = 3
     """Co-evolution rounds after the round-0 SFT policy."""
-    budget: int = 32
+    budget: int = ROUND_BUDGET
     """Scenes the data engine generates per round (the generation budget)."""
     workers: int = 2
     """Local simulation worker processes for episodes and evaluation (0: only ROS workers on the domain)."""

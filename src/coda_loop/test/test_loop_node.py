@@ -51,3 +51,26 @@ def test_ctrl_c_and_the_signal_launch_sends_after_it_stop_the_loop_resumable(tmp
     assert f"the next start with run_dir {run_dir} resumes the run" in text, text[-3000:]
     with sqlite3.connect(f"file:{run_dir / 'memory.db'}?mode=ro", uri=True) as db:
         assert list(db.execute("SELECT round, step FROM loop_steps")) == [], "round 0's training cannot have finished"
+
+
+def test_the_round_budget_and_run_size_have_one_default() -> None:
+    """LoopConfig's defaults are the node's, loop.yaml's, the launch file's and (budget) the critic node's."""
+    import ast
+
+    import yaml
+
+    from coda_critic.generation import ROUND_BUDGET
+    from coda_critic.ros import critic_node
+    from coda_loop.config import LoopConfig
+
+    repo = Path(__file__).resolve().parents[3]
+    loop_yaml = yaml.safe_load((repo / "src/coda_loop/config/loop.yaml").read_text())["/**"]["ros__parameters"]
+    launch = ast.parse((repo / "launch/coda_sim.launch.py").read_text())
+    declared = {call.args[0].value: kw.value.value for call in ast.walk(launch)
+                if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DeclareLaunchArgument"
+                for kw in call.keywords if kw.arg == "default_value" and isinstance(kw.value, ast.Constant)}
+    assert LoopConfig().budget == ROUND_BUDGET == critic_node.PARAMETERS["generation_budget"][0]
+    for name in ("budget", "rounds", "method", "seed"):
+        default = getattr(LoopConfig(), name)
+        assert loop_yaml[name] == default, f"loop.yaml {name}: {loop_yaml[name]!r} != LoopConfig {default!r}"
+        assert declared[name] == str(default), f"coda_sim.launch.py {name}: {declared[name]!r} != {default!r}"

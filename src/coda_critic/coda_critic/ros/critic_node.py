@@ -51,7 +51,7 @@ from coda_critic.episode_input import (
     episodes_from_results,
     resolve_learned_model,
 )
-from coda_critic.generation import GenerationConfig
+from coda_critic.generation import ROUND_BUDGET, GenerationConfig
 from coda_critic.grounded import GroundedCritic
 from coda_critic.models import EMBEDDED_MODEL
 from coda_critic.programs import plan_programs
@@ -81,10 +81,12 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "vlm_explanation_tokens": (48, "vlm, constrained decoding: most tokens of the explanation (>= 4)"),
     "text_cache": ("", "instruction-embedding cache file (.npz) loaded at start and saved after new strings"),
     "torch_threads": (1, "torch threads of the learned and vlm critics"),
-    "generation_budget": (64, "scenes per generation program"),
+    "generation_budget": (ROUND_BUDGET, "scenes per generation program"),
     "round": (0, "round of the diagnosed episodes: the training program's; the generation program is for the next"),
-    "exploration_share": (0.2, "fraction of the generation budget kept for exploration, in [0, 1]"),
-    "replay_share": (0.1, "fraction of the generation budget replaying fixed conditions, in [0, 1]"),
+    "exploration_share": (GenerationConfig.exploration_share,
+                          "fraction of the generation budget kept for exploration, in [0, 1]"),
+    "replay_share": (GenerationConfig.replay_share, "fraction of the generation budget replaying fixed conditions, "
+                                                    "in [0, 1]"),
     "sft_epochs": (1, "behaviour-cloning epochs written into training programs"),
     "rl_env_steps": (0, "PPO environment steps written into training programs"),
     "program_batch": (8, "diagnoses from episode_results collected before programs are planned"),

@@ -38,9 +38,9 @@ class LoopNode(Node):
         super().__init__("coda_loop")
         self.run_dir = Path(str(self.declare_parameter("run_dir", "runs/ros").value))
         self.fields = {
-            "method": str(self.declare_parameter("method", "coda").value),
-            "rounds": int(self.declare_parameter("rounds", 3).value),
-            "budget": int(self.declare_parameter("budget", 32).value),
+            "method": str(self.declare_parameter("method", LoopConfig.method).value),
+            "rounds": int(self.declare_parameter("rounds", LoopConfig.rounds).value),
+            "budget": int(self.declare_parameter("budget", LoopConfig.budget).value),
             "workers": int(self.declare_parameter("workers", 0).value),
             "seed": int(self.declare_parameter("seed", 0).value),
             "progress": False,
