@@ -28,7 +28,7 @@ METHODS = ["sft", "closed_loop", "coda"]
 
 def _args(out: Path) -> argparse.Namespace:
     return argparse.Namespace(preset="tiny", seeds=1, first_seed=1, methods=METHODS, workers=1, out=out, quiet=True,
-                              json=True, combine=None)
+                              json=True, combine=None, overrides=[])
 
 
 def _last_round_progress(db: Path) -> dict[str, float]:
@@ -49,11 +49,14 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(PRESETS, "tiny", TINY)
     out = tmp_path / "exp"
-    assert experiment.run(_args(out)) == 0
+    overrides = ["demonstrator=state_expert", "closed_loop,coda:eval_per_family=2"]
+    assert experiment.run(argparse.Namespace(**{**vars(_args(out)), "overrides": overrides})) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     result = json.loads((out / "results.json").read_text())
     assert printed["results"] == result["results"]
     assert (result["seeds"], result["budget"], result["rounds"]) == ([1], 3, 1)
+    assert result["settings"]["overrides"] == {"*": {"demonstrator": "state_expert"},
+                                               "closed_loop": {"eval_per_family": 2}, "coda": {"eval_per_family": 2}}
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["seed1"]  # --first-seed 1: no seed 0
     assert (out / "results.md").is_file()
     label = code_label(code_provenance())  # every run was computed by this checkout, in this process
@@ -63,7 +66,8 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
     for method in METHODS:
         run = out / "seed1" / method
         config = json.loads((run / "config.json").read_text())
-        assert (config["seed"], config["method"]) == (1, method)
+        assert (config["seed"], config["method"], config["demonstrator"]) == (1, method, "state_expert")  # --set
+        assert config["eval_per_family"] == (1 if method == "sft" else 2)
         if method == "sft":
             assert config["rounds"] == 0
         else:
@@ -145,4 +149,19 @@ def test_experiment_refuses_bad_counts(tmp_path: Path, capsys: pytest.CaptureFix
         args = argparse.Namespace(**{**vars(_args(tmp_path / "exp")), "preset": "small", field: value})
         assert experiment.run(args) == 2
         assert "--seeds must be >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "exp").exists()
+
+
+def test_experiment_refuses_a_bad_set_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set``: each bad option is named before anything runs."""
+    assert experiment.parse_overrides(["budget=8", 'coda:planner={"exploration_share": 1}',
+                                       "sft,coda:demonstrator=state_expert"]) == {
+        "*": {"budget": 8}, "coda": {"planner": {"exploration_share": 1}, "demonstrator": "state_expert"},
+        "sft": {"demonstrator": "state_expert"}}
+    for bad, named in (("budget", "expected [METHODS:]KEY=VALUE"), ("colour=red", "'colour' is not a LoopConfig"),
+                       ("seed=3", "'seed' is not a LoopConfig"), ("codax:budget=3", "unknown methods ['codax']"),
+                       ("demonstrator=nobody", "demonstrator"), ("coda:corrective_relabel=-1", "corrective_relabel")):
+        args = argparse.Namespace(**{**vars(_args(tmp_path / "exp")), "preset": "small", "overrides": [bad]})
+        assert experiment.run(args) == 2, bad
+        assert named in capsys.readouterr().err, bad
     assert not (tmp_path / "exp").exists()

@@ -41,9 +41,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="experiment folder (default runs/experiment-<preset>)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--set", action="append", default=[], metavar="[METHODS:]KEY=VALUE", dest="overrides",
+                        help="a LoopConfig field for every run of the experiment (VALUE as JSON, else a string), "
+                             "or only for the comma-separated METHODS (sft: the round-0 runs), e.g. "
+                             "--set demonstrator=state_expert --set coda,coda_no_memory:corrective_relabel=1000; "
+                             "repeatable, recorded in results.json")
     parser.add_argument("--combine", nargs="+", type=Path, metavar="RESULTS_JSON",
                         help="run nothing: merge the results.json of experiments over different seeds of one "
                              "preset into the table over all of them (written under --out)")
+
+
+def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``--set`` options -> ``{method or "*": {field: value}}``; a ValueError names the option that is wrong."""
+    fields = {f.name for f in dataclasses.fields(LoopConfig)}
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        head, eq, text = item.partition("=")
+        scope, _, key = head.rpartition(":")
+        key = key.strip()
+        if not eq or not key:
+            raise ValueError(f"--set {item!r}: expected [METHODS:]KEY=VALUE")
+        if key not in fields or key in ("method", "seed", "rounds", "base_from"):
+            raise ValueError(f"--set {item!r}: {key!r} is not a LoopConfig field an experiment lets you set")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        methods = [m.strip() for m in scope.split(",")] if scope else ["*"]
+        unknown = [m for m in methods if m != "*" and m not in METHODS]
+        if unknown:
+            raise ValueError(f"--set {item!r}: unknown methods {unknown}; expected some of {', '.join(METHODS)}")
+        for method in methods:
+            out.setdefault(method, {})[key] = value
+    return out
 
 
 def _run(run_dir: Path, config: LoopConfig) -> dict[str, Any]:
@@ -244,6 +274,13 @@ def run(args: argparse.Namespace) -> int:
         print("coda experiment: --seeds must be >= 1, --workers and --first-seed >= 0", file=sys.stderr)
         return 2
     preset = PRESETS[args.preset]
+    try:
+        overrides = parse_overrides(list(getattr(args, "overrides", []) or []))
+        for method in args.methods if "sft" in args.methods else ["sft", *args.methods]:
+            LoopConfig(**{**preset.loop, **overrides.get("*", {}), **overrides.get(method, {}), "method": method})
+    except (ValueError, TypeError) as error:
+        print(f"coda experiment: {error}", file=sys.stderr)
+        return 2
     out = args.out or Path("runs") / f"experiment-{args.preset}"
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -254,19 +291,22 @@ def run(args: argparse.Namespace) -> int:
         base_dir = out / f"seed{seed}" / "sft"
         for method in methods:
             run_dir = out / f"seed{seed}" / method
-            fields = {**preset.loop, "budget": preset.budget, "seed": seed, "workers": args.workers,
-                      "progress": not args.quiet, "method": method}
-            if method == "sft":
+            fields = {**preset.loop, "budget": preset.budget, **overrides.get("*", {}), **overrides.get(method, {}),
+                      "seed": seed, "workers": args.workers, "progress": not args.quiet, "method": method}
+            if (run_dir / "config.json").is_file():  # a run started before goes on with its own settings
+                config = LoopConfig.from_dict({**json.loads((run_dir / "config.json").read_text()),
+                                               "progress": not args.quiet})
+            elif method == "sft":
                 config = LoopConfig(**{**fields, "rounds": 0})
             else:
                 config = LoopConfig(**{**fields, "rounds": preset.rounds, "base_from": str(base_dir.resolve())})
-            if (run_dir / "config.json").is_file():
-                config = LoopConfig.from_dict({**json.loads((run_dir / "config.json").read_text()),
-                                               "progress": not args.quiet})
             print(f"coda experiment: seed {seed} {method} -> {run_dir}", flush=True)
             summary = _run(run_dir, config)
             if method in runs:
                 runs[method][str(seed)] = _run_record(run_dir, config, summary)
-    result = summarize(runs, args.preset, dataclasses.asdict(preset), time.monotonic() - start)
+    settings = dataclasses.asdict(preset)
+    if overrides:
+        settings["overrides"] = overrides
+    result = summarize(runs, args.preset, settings, time.monotonic() - start)
     _write(result, out, args.json)
     return 0
