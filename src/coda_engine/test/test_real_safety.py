@@ -304,6 +304,8 @@ def write_eval(folder: Path, content) -> Path:
 def test_gate_expert_and_missing_evaluation(tmp_path):
     assert gate_check("expert", None, GateConfig(allow_expert=True)) == ""
     assert "allow_expert is false" in gate_check("expert", None, GateConfig())
+    assert gate_check("state_expert", None, GateConfig(allow_expert=True)) == ""  # a demonstrator: no checkpoint
+    assert "demonstrator 'state_expert' may not drive" in gate_check("state_expert", None, GateConfig())
     assert "empty policy version" in gate_check("", tmp_path, GateConfig(min_sim_success=0.0))
     assert "no checkpoint folder" in gate_check("r001", None, GateConfig(min_sim_success=0.0))
     (tmp_path / "r001").mkdir()

@@ -194,7 +194,7 @@ class GateConfig:
     min_sim_success: float = 0.5
     """Success rate on the held-out ``id`` suite in simulation a trained version needs (0..1)."""
     allow_expert: bool = False
-    """Let the scripted expert (acting on perceived state) drive this arm."""
+    """Let the demonstrators (the scripted and the state expert, acting on perceived state) drive this arm."""
 
     def __post_init__(self) -> None:
         """Check the threshold's range and the flag's type."""

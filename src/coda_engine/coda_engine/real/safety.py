@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 
 from coda_engine.real.robot import ENGINE_ARM_JOINTS, N_ARM_JOINTS, GateConfig, SafetyConfig
+from coda_engine.sim.state_expert import DEMONSTRATORS
 
 KINDS = ("joint_limit", "velocity_limit", "workspace", "max_step", "watchdog", "estop", "gate")
 """Kinds of intervention (the ``KIND_*`` constants of ``coda_msgs/SafetyEvent``)."""
 
-EXPERT = "expert"
-"""Policy version of the scripted expert (``coda_engine.policies.EXPERT``)."""
 EVALUATION_FILE = "evaluation.json"
 """File in a version's checkpoint folder with its success rates in simulation (written by the loop)."""
 GATE_SPLIT = "id"
@@ -315,14 +314,16 @@ class SafetyLayer:
 def gate_check(version: str, folder: Path | None, gate: GateConfig) -> str:
     """'' when policy ``version`` may drive the arm; otherwise why not.
 
-    The scripted expert may drive only with ``gate.allow_expert``. A trained version needs
+    The demonstrators (the scripted and the state expert) may drive only with ``gate.allow_expert``. A trained
+    version needs
     ``<folder>/evaluation.json`` (``{"per_split": {"id": rate, ...}, ...}``, written by the loop's evaluation in
     simulation) with ``per_split["id"] >= gate.min_sim_success``.
     """
     if not version:
         return "empty policy version"
-    if version == EXPERT:
-        return "" if gate.allow_expert else "the scripted expert may not drive this arm (gate.allow_expert is false)"
+    if version in DEMONSTRATORS:
+        allowed = gate.allow_expert
+        return "" if allowed else f"the demonstrator {version!r} may not drive this arm (gate.allow_expert is false)"
     if folder is None:
         return f"policy version {version!r}: no checkpoint folder (no checkpoint_root configured), so no evaluation"
     path = Path(folder) / EVALUATION_FILE

@@ -402,7 +402,7 @@ class ArmBridgeNode(Node):
 
     def live_gate(self, version: str, sha256: str, now: float) -> str:
         """Return '' when a live command's version may drive the arm, else why (folder looked up per version+hash)."""
-        if version in ("", policies.EXPERT):
+        if version in ("", *policies.DEMONSTRATORS):
             return self.gate(version)
         root, why, when = self.live_roots.get((version, sha256), (None, "", -LIVE_LOOKUP_RETRY_S))
         if root is None and now - when >= LIVE_LOOKUP_RETRY_S:
