@@ -34,7 +34,7 @@ import torch
 
 from coda_engine.digests import file_sha256
 from coda_policy.action_mean import action_means
-from coda_policy.checkpoint import MODEL_FILE, check_control_hz, load_policy, read_config
+from coda_policy.checkpoint import MODEL_FILE, check_control_hz, load_policy
 from coda_policy.config import default_layout
 from coda_policy.model import CodaPolicyNet
 
@@ -260,9 +260,9 @@ def load_version(folder: Path, expected_sha256: str = "", control_hz: float | No
     actual = file_sha256(folder / MODEL_FILE)
     if expected_sha256 and actual != expected_sha256.lower():
         raise ValueError(f"{folder / MODEL_FILE}: sha256 {actual} != announced {expected_sha256}")
-    if control_hz is not None:
-        check_control_hz(read_config(folder), control_hz)
     net, config = load_policy(folder)
+    if control_hz is not None:
+        check_control_hz(config, control_hz)
     return LoadedPolicy(str(config["version_id"]), net, actual)
 
 

@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from coda_policy.checkpoint import MODEL_FILE, check_control_hz, load_policy, read_config
+from coda_policy.checkpoint import MODEL_FILE, check_control_hz, load_policy
 from coda_policy.model import CodaPolicyNet, to_metres
 
 ActionFn = Callable[[np.ndarray, Any], np.ndarray]
 """(observation, privileged state) -> (dx, dy, dz, gripper); the state is ignored by trained policies."""
 
 _LOCK = threading.Lock()
-_NETS: dict[Path, tuple[float, CodaPolicyNet]] = {}
+_NETS: dict[Path, tuple[float, CodaPolicyNet, dict[str, Any]]] = {}
 _EMBEDDER: Any = None
 
 
@@ -48,16 +48,21 @@ def embedder() -> Any:
     return _EMBEDDER
 
 
-def cached_policy(folder: Path) -> CodaPolicyNet:
-    """Return the network of ``folder``, loaded once and reloaded when its weights file's mtime changes."""
+def cached_policy(folder: Path, control_hz: float | None = None) -> CodaPolicyNet:
+    """Return the network of ``folder``, loaded once and reloaded when its weights file's mtime changes.
+
+    ``control_hz``: the caller's arm rate, checked against the rate the version was trained at (ValueError).
+    """
     folder = Path(folder).resolve()
     mtime = (folder / MODEL_FILE).stat().st_mtime
     with _LOCK:
         hit = _NETS.get(folder)
         if hit is None or hit[0] != mtime:
-            net, _ = load_policy(folder)
-            _NETS[folder] = (mtime, net)
+            net, config = load_policy(folder)
+            _NETS[folder] = (mtime, net, config)
             hit = _NETS[folder]
+    if control_hz is not None:
+        check_control_hz(hit[2], control_hz)
     return hit[1]
 
 
@@ -83,8 +88,6 @@ def load_action_fn(folder: Path, scene: Any, control_hz: float | None = None) ->
 
     ``control_hz``: the rate the caller's arm runs at; a version trained at another rate is refused (ValueError).
     """
-    if control_hz is not None:
-        check_control_hz(read_config(folder), control_hz)
-    net = cached_policy(Path(folder))
+    net = cached_policy(Path(folder), control_hz)
     embedding = embedder().embed_one(str(scene.instruction))
     return make_action_fn(net, embedding)

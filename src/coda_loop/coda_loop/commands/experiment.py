@@ -276,8 +276,14 @@ def run(args: argparse.Namespace) -> int:
     preset = PRESETS[args.preset]
     try:
         overrides = parse_overrides(list(getattr(args, "overrides", []) or []))
-        for method in args.methods if "sft" in args.methods else ["sft", *args.methods]:
-            LoopConfig(**{**preset.loop, **overrides.get("*", {}), **overrides.get(method, {}), "method": method})
+
+        def fields_of(method: str, seed: int) -> dict[str, Any]:
+            """LoopConfig fields of one run (the run folder's own config.json wins over them when it exists)."""
+            return {**preset.loop, "budget": preset.budget, **overrides.get("*", {}), **overrides.get(method, {}),
+                    "seed": seed, "workers": args.workers, "progress": not args.quiet, "method": method}
+
+        for method in {"sft", *args.methods}:  # every bad --set is named before anything runs
+            LoopConfig(**fields_of(method, args.first_seed))
     except (ValueError, TypeError) as error:
         print(f"coda experiment: {error}", file=sys.stderr)
         return 2
@@ -291,8 +297,7 @@ def run(args: argparse.Namespace) -> int:
         base_dir = out / f"seed{seed}" / "sft"
         for method in methods:
             run_dir = out / f"seed{seed}" / method
-            fields = {**preset.loop, "budget": preset.budget, **overrides.get("*", {}), **overrides.get(method, {}),
-                      "seed": seed, "workers": args.workers, "progress": not args.quiet, "method": method}
+            fields = fields_of(method, seed)
             if (run_dir / "config.json").is_file():  # a run started before goes on with its own settings
                 config = LoopConfig.from_dict({**json.loads((run_dir / "config.json").read_text()),
                                                "progress": not args.quiet})
