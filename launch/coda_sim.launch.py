@@ -4,18 +4,21 @@
 
     ros2 launch launch/coda_sim.launch.py run_dir:=runs/lab1 workers:=2 rounds:=3 budget:=32
     ros2 launch launch/coda_sim.launch.py run_dir:=runs/lab2 config_file:=my_loop.yaml   # LoopConfig fields
+    ros2 launch launch/coda_sim.launch.py critic:=/gpu_box/diagnose_episodes              # a critic elsewhere
 
-Starts the ``coda_loop`` node (round orchestration; scene generation, diagnosis and training run in
-its process), ``workers`` ``sim_bridge`` workers that run every episode (they load policy versions
-from ``<run_dir>/checkpoints``), and the ``memory`` node that announces each write of
-``<run_dir>/memory.db`` on ``memory_events`` and answers ``query_memory``. More workers on other
-machines: launch/coda_workers.launch.py with the same checkpoint folder (shared file system).
+Starts the ``coda_loop`` node (round orchestration and training), the ``scene_generator`` node whose
+``generate_scenes`` service makes every scene the loop generates, the ``critic`` node whose ``diagnose_episodes``
+service makes the diagnoses that steer it, ``workers`` ``sim_bridge`` workers that run every episode (they load
+policy versions from ``<run_dir>/checkpoints``), and the ``memory`` node that announces each write of
+``<run_dir>/memory.db`` on ``memory_events`` and answers ``query_memory``. ``generator`` and ``critic``: ``node``
+(the default) starts that node here; a service name uses a node already on the domain (another machine) and
+starts none here; ``in_process`` makes the loop do that work itself. More workers on other machines:
+launch/coda_workers.launch.py with the same checkpoint folder (shared file system).
 ``config_file`` (YAML or JSON of LoopConfig fields) wins over ``rounds``, ``budget``, ``method`` and ``seed``.
 Relative paths are taken from the folder ``ros2 launch`` runs in.
 
-The launch ends with the loop: when the ``coda_loop`` process exits, the workers and the memory node are
-stopped, and ``ros2 launch`` exits 0 when the loop finished its rounds, 1 when it failed (e.g. another loop
-runs on the domain).
+The launch ends with the loop: when the ``coda_loop`` process exits, every other node is stopped, and
+``ros2 launch`` exits 0 when the loop finished its rounds, 1 when it failed (e.g. another loop runs on the domain).
 """
 
 import os
@@ -41,9 +44,16 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Acti
     config_file = os.path.abspath(conf["config_file"]) if conf["config_file"] else ""
     if config_file and not os.path.isfile(config_file):
         raise RuntimeError(f"coda_sim.launch.py: config_file:={conf['config_file']} is not a file")
-    os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
     share = get_package_share_directory("coda_engine")
     loop_share = get_package_share_directory("coda_loop")
+    services = {}
+    for piece, default_service in (("generator", "/generate_scenes"), ("critic", "/diagnose_episodes")):
+        choice = conf[piece]
+        services[piece] = {"node": default_service, "in_process": ""}.get(choice, choice)
+        if services[piece] and not services[piece].startswith("/"):
+            raise RuntimeError(f"coda_sim.launch.py: {piece}:={choice} must be node, in_process or an absolute "
+                               "service name (/ns/service)")
+    os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)  # after every check: a refused launch leaves none
     loop = Node(
         package="coda_loop",
         executable="coda_loop",
@@ -51,7 +61,8 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Acti
         parameters=[
             os.path.join(loop_share, "config", "loop.yaml"),
             {"run_dir": run_dir, "rounds": int(conf["rounds"]), "budget": int(conf["budget"]),
-             "method": conf["method"], "seed": int(conf["seed"]), "config_file": config_file},
+             "method": conf["method"], "seed": int(conf["seed"]), "config_file": config_file,
+             "generator_service": services["generator"], "critic_service": services["critic"]},
         ],
         output="screen",
     )
@@ -75,7 +86,18 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Acti
         )
         for i in range(int(conf["workers"]))
     ]
-    return [loop, memory, *workers, RegisterEventHandler(OnProcessExit(target_action=loop, on_exit=_loop_done))]
+    helpers = []
+    if conf["generator"] == "node":
+        helpers.append(Node(package="coda_engine", executable="scene_generator", name="scene_generator",
+                            output="screen"))
+    if conf["critic"] == "node":
+        critic_share = get_package_share_directory("coda_critic")
+        helpers.append(Node(package="coda_critic", executable="critic", name="critic",
+                            parameters=[os.path.join(critic_share, "config", "critic.yaml"),
+                                        {"publish_programs": False}],  # the loop plans and records the programs
+                            output="screen"))
+    return [loop, memory, *helpers, *workers,
+            RegisterEventHandler(OnProcessExit(target_action=loop, on_exit=_loop_done))]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -87,6 +109,12 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("budget", default_value="32", description="scenes generated per round"),
             DeclareLaunchArgument("method", default_value="coda", description="loop variant (coda experiment)"),
             DeclareLaunchArgument("seed", default_value="0", description="seed of the run"),
+            DeclareLaunchArgument("generator", default_value="node",
+                                  description="node (start a scene_generator here) | in_process | the GenerateScenes "
+                                              "service of a generator elsewhere, e.g. /sim_host/generate_scenes"),
+            DeclareLaunchArgument("critic", default_value="node",
+                                  description="node (start a critic here) | in_process | the DiagnoseEpisodes service "
+                                              "of a critic elsewhere, e.g. /gpu_box/diagnose_episodes"),
             DeclareLaunchArgument("config_file", default_value="",
                                   description="YAML/JSON of LoopConfig fields; they win over rounds, budget, method, "
                                               "seed (empty: none)"),

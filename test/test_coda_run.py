@@ -247,6 +247,10 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     result = subprocess.run([*CODA, "run", "--config", str(bad), "--no-ros"], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 2 and "budget=-3" in result.stderr
+    result = subprocess.run([*CODA, "run", "--no-ros", "--critic-service", "/diagnose_episodes", "--runs-root",
+                             str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--critic-service name ROS services (drop --no-ros)" in result.stderr
+    assert not (tmp_path / "runs").exists(), "the refused run left a folder"
 
 
 @pytest.mark.ros

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from typing import Any
@@ -17,7 +18,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from coda_engine.ros.convert import dict_to_msg
 from coda_engine.ros.images import msg_to_image
 from coda_engine.ros.spin import spin_until
-from coda_engine.sim.generator import generate_seeded
+from coda_engine.sim.generator import generate_seeded, scenes_of_seeds
 from coda_engine.sim.scene import SceneParams
 from coda_msgs.action import RunEpisode
 from coda_msgs.msg import EpisodeResult, ObjectStates, SceneSpec
@@ -58,8 +59,18 @@ def test_scene_generator_serves_scenes_and_rejects_bad_requests(rclpy_node: Any,
     assert [s.instruction for s in again.scenes] == [s.instruction for s in ok.scenes]
     assert [s.objects for s in again.scenes] == [s.objects for s in ok.scenes]
     assert spin_until(rclpy_node, lambda: len(received) >= 4)
+    # explicit seeds: exactly the scenes generate_seeded gives those seeds in this process (the loop's two deployments)
+    seeds = [5, 2**63 - 2]
+    params = SceneParams(split="id", num_distractors=(1, 3))
+    seeded = call(rclpy_node, client, GenerateScenes.Request(family="push", params_json=json.dumps(
+        params.to_json_dict()), seeds=seeds, round=2))
+    assert seeded.success, seeded.error
+    here = scenes_of_seeds("push", seeds, params, 2)
+    assert [(s.seed, s.scene_id, s.mjcf_sha256, s.round) for s in seeded.scenes] == \
+        [(s.seed, s.scene_id, s.mjcf_sha256, s.round) for s in here]
 
     bad_requests = {
+        "257 seeds: at most 256": GenerateScenes.Request(family="reach", seeds=list(range(257))),
         "unknown task family 'fly'": GenerateScenes.Request(family="fly", count=1),
         "params_json is not valid JSON": GenerateScenes.Request(family="reach", count=1, params_json="{nope"),
         "count=0": GenerateScenes.Request(family="reach", count=0),
@@ -145,6 +156,12 @@ def test_sim_bridge_runs_expert_episodes_and_rejects_bad_goals(rclpy_node: Any, 
     assert len(episode.keyframes) == len(episode.keyframe_steps) >= 2
     frame = msg_to_image(episode.keyframes[-1])
     assert frame.shape == (64, 64, 3) and frame.std() > 1.0
+    assert [s.step for s in episode.trajectory] == list(range(episode.length + 1)), "sample_every 0: every step"
+    goal = _goal(5, "reach")
+    goal.sample_every = 3  # the loop's goals ask for its sampling (local workers record the same samples)
+    sparse, _ = _run(rclpy_node, client, goal)
+    steps = [s.step for s in sparse.result.trajectory]
+    assert steps[:-1] == list(range(0, sparse.result.length, 3)) and steps[-1] == sparse.result.length
 
     unknown, _ = _run(rclpy_node, client, _goal(5, "reach", policy_version="r001-does-not-exist"))
     assert not unknown.accepted

@@ -198,7 +198,9 @@ class LoopConfig:
     once per seed); empty trains them."""
     torch_threads: int = 1
     """torch intra-op threads of the training steps (1: the small network gains nothing from a second thread, and
-    with the simulation workers on the other core two threads oversubscribe and slow every step several-fold)."""
+    with the simulation workers on the other core two threads oversubscribe and slow every step several-fold).
+    Episodes run in the loop's own process (``workers: 0`` and no ROS worker) compute at one thread
+    (``coda_policy.serving.SERVING_THREADS``), like every worker, and the step goes on at one thread after them."""
     progress: bool = True
     """Show a progress bar per round (training steps run without their own bars)."""
 

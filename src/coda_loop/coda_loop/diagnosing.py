@@ -33,6 +33,7 @@ class DiagnoseStep:
     run_dir: Path
     ckpt_root: Path
     demo_dir: Path
+    critic_source: Any
 
     def _episodes_from_memory(self, ids: list[str]) -> list[Any]:
         from coda_critic.episode_input import SceneBook, episode_from_result
@@ -52,6 +53,8 @@ class DiagnoseStep:
 
     def _critic(self, r: int) -> Any:
         """Return the critic whose diagnoses steer round ``r`` (grounded; the learned one with ``critic: learned``)."""
+        if self.critic_source is not None and self.config.critic != "learned":  # a critic node of the domain
+            return self.critic_source
         if self.config.critic == "learned":
             from coda_critic.learned import load_critic
 
@@ -177,7 +180,9 @@ class DiagnoseStep:
 
     def _record_critic(self, r: int, critic: Any, folder: Path | None = None) -> str:
         """Write the critic's version to memory (once per version) and return its id."""
-        if hasattr(critic, "version"):  # a learned critic
+        if hasattr(critic, "service"):  # a critic node (coda_loop.ros.remote.RemoteCritic)
+            version, info, backend = f"{critic.backend}@{critic.service}", {"service": critic.service}, critic.backend
+        elif hasattr(critic, "version"):  # a learned critic
             version, info = str(critic.version), {"folder": self._portable(folder or self._learned_folder(r))}
             backend = "learned"
         else:

@@ -35,7 +35,10 @@ Round r >= 1:
 
 Every step's outputs are written to memory when the step finishes; files a step writes are complete
 before that (atomic replace), so a run killed at any moment resumes at the first unfinished step.
-Pure module: no rclpy (ROS workers come in through :class:`~coda_loop.workers.EpisodeRunner`).
+Scenes come from a scene source and the steering diagnoses from a critic, in this process or from the
+``scene_generator`` and ``critic`` nodes (:mod:`coda_loop.sources`); episodes run on an
+:class:`~coda_loop.workers.EpisodeRunner`'s local processes and ``sim_bridge`` workers.
+Pure module: no rclpy.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from coda_loop.diagnosing import DiagnoseStep
 from coda_loop.evaluating import EvaluateStep
 from coda_loop.files import atomic_json
 from coda_loop.fleet import Fleet
+from coda_loop.sources import Critic, InProcessScenes, SceneSource, draw_seed
 from coda_loop.training import TrainStep
 from coda_loop.workers import EpisodeRunner, run_local
 
@@ -115,13 +119,17 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
 
     def __init__(self, run_dir: Path | str, config: LoopConfig | None = None, *, node: Any | None = None,
                  on_event: Callable[[int, str, dict[str, Any] | None], None] | None = None,
-                 fleet: Fleet | None = None) -> None:
+                 fleet: Fleet | None = None, scenes: SceneSource | None = None,
+                 critic: Critic | None = None) -> None:
         """Open (or create) the run folder; ``config`` None reads the folder's ``config.json`` (a resume).
 
         ``node``: an rclpy node through which ``sim_bridge`` workers on the domain are used. ``on_event`` is
         called with (round, step, None) before a step runs and with (round, step, outputs) once it has finished.
         ``fleet``: simulation workers and real arms (``coda run --arms``); each round gives every available arm
-        its episode budget, the arms' episodes are diagnosed by the learned critic.
+        its episode budget, the arms' episodes are diagnosed by the learned critic. ``scenes`` and ``critic``: where
+        scenes are generated and the steering diagnoses are made (:mod:`coda_loop.sources`: in this process by
+        default, or nodes of the domain through :mod:`coda_loop.ros.remote`). The learned critic of ``critic:
+        learned`` and of ``grounded+learned`` always runs here, since the run fine-tunes it.
         """
         from coda_loop.memory import MemoryStore
 
@@ -147,6 +155,8 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         self.node = node
         self.on_event = on_event
         self.fleet = fleet or Fleet()
+        self.scene_source: SceneSource = scenes or InProcessScenes()
+        self.critic_source = critic
         self._runner: EpisodeRunner | None = None
         self._embedder: Any = None
         self.outputs: dict[tuple[int, str], dict[str, Any]] = {}
@@ -309,9 +319,9 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
 
     def _step_generate(self, r: int) -> dict[str, Any]:
         from coda_critic.generation import BudgetAllocation, matches, replayed_scene, scene_params
-        from coda_engine.sim.generator import generate
 
         cfg = self.config
+        source = self.scene_source
         program = self._generation_program(r)
         rng = self._rng(r, 1)
         scene_ids, unmet, families, replayed = [], 0, Counter(), 0
@@ -326,10 +336,10 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 continue
             params = scene_params(allocation, cfg.scene_params())
             for _ in range(allocation.count):
-                scene = generate(allocation.family, rng, params)
+                (scene,) = source.generate(allocation.family, [draw_seed(rng)], params, r)
                 attempts = 1
                 while not matches(scene, allocation.conditions) and attempts < MATCH_ATTEMPTS:
-                    scene = generate(allocation.family, rng, params)
+                    (scene,) = source.generate(allocation.family, [draw_seed(rng)], params, r)
                     attempts += 1
                 unmet += not matches(scene, allocation.conditions)
                 record = self.store.put_scene(r, scene.to_dict(), origin="generated", program_id=program["program_id"])
@@ -338,10 +348,10 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         probe_ids = []
         for f, family in enumerate(cfg.families):
             for k in range(cfg.probe_per_family):
-                scene = generate(family, self._rng(10_000, f, k), SceneParams(split="id"))
+                (scene,) = source.generate(family, [draw_seed(self._rng(10_000, f, k))], SceneParams(split="id"), r)
                 probe_ids.append(self.store.put_scene(r, scene.to_dict(), origin="probe").record_id)
         return {"program_id": program["program_id"], "scene_ids": scene_ids, "probe_ids": probe_ids, "unmet": unmet,
-                "families": dict(families), "replayed_scenes": replayed}
+                "families": dict(families), "replayed_scenes": replayed, "generator": source.where}
 
     def _step_episodes(self, r: int) -> dict[str, Any]:
         gen = self.output(r, "generate")

@@ -38,6 +38,9 @@ ACTION_TYPE = "coda_msgs/action/RunEpisode"
 STATUS_NAMES = {0: "COMPLETED", 1: "ABORTED", 2: "REJECTED"}
 
 _ARM: Any = None
+SAMPLE_EVERY = 2
+"""Trajectory sample period (control steps) of every episode the loop runs, on local processes and remote workers
+alike: the critic's diagnoses read these samples, so both must record the same ones."""
 
 
 def _init_worker() -> None:
@@ -59,7 +62,7 @@ def run_local(scene: Scene, version: str, checkpoint_root: str, episode_id: str,
     act = resolve(version, scene, Path(checkpoint_root), _ARM.config.control_hz)
     return run_recorded_episode(_ARM, scene, act, episode_id=episode_id, policy_version=version, robot_id=robot_id,
                                 config=RecordingConfig(keyframes=keyframes, keyframe_size=keyframe_size,
-                                                          sample_every=2))
+                                                          sample_every=SAMPLE_EVERY))
 
 
 def run_corrective_local(scene: Scene, version: str, checkpoint_root: str, takeover: int, relabel: int) -> Any:
@@ -141,6 +144,16 @@ class EpisodeRunner:
             return []
         present = set(self._servers())
         return [ns for ns in self.arms if ns in present]
+
+    def engine_client(self) -> Any:
+        """Return the client of the ROS interfaces (``coda_engine.ros.clients.EngineClient``) on the runner's node.
+
+        Its executor spins that node for every wait of the run, episodes and service calls alike (needs a node).
+        """
+        if self.node is None:
+            raise RuntimeError("the episode runner has no ROS node (a run with --no-ros)")
+        self._ensure_client()
+        return self.client
 
     def _ensure_client(self) -> None:
         if self.client is None:
@@ -281,7 +294,7 @@ class EpisodeRunner:
         goal = RunEpisode.Goal(scene=dict_to_msg(SceneSpec, scene.to_dict()), policy_version=version,
                                record_keyframes=True, episode_id=episode_id,
                                policy_sha256=self._model_sha256[version],
-                               checkpoint_service=self.checkpoint_server.name)
+                               checkpoint_service=self.checkpoint_server.name, sample_every=SAMPLE_EVERY)
         return {"sent": client.send_goal_async(goal), "result": None}
 
     def _poll(self, ns: str, handle: dict[str, Any], job: tuple[Scene, str],

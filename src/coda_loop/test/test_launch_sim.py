@@ -5,11 +5,12 @@
     launch_test src/coda_loop/test/test_launch_sim.py          # or: colcon test --packages-select coda_loop
     python -m pytest src/coda_loop/test/test_launch_sim.py     # (launch_testing's pytest plugin collects it)
 
-The launch file starts three processes on an isolated ROS domain: the ``coda_loop`` node, the ``memory`` node
-and one ``sim_bridge`` worker. The run is small (one family, two generated scenes per round) but its round-1
-behaviour cloning is long, so the run is still going when the tests below are done. While it runs: each node
-is in the graph once, with the parameters the launch file gave it; the memory topic, the memory query service,
-the loop's checkpoint service and the worker's episode action are there; round 0 ends and round 1's episodes
+The launch file starts five processes on an isolated ROS domain: the ``coda_loop`` node, the ``scene_generator``
+and ``critic`` nodes it asks for scenes and diagnoses, the ``memory`` node and one ``sim_bridge`` worker. The run
+is small (one family, two generated scenes per round) but its round-1 behaviour cloning is long, so the run is
+still going when the tests below are done. While it runs: each node is in the graph once, with the parameters
+the launch file gave it; the memory topic, the memory query service, the loop's checkpoint service and the
+worker's episode action are there; round 0 ends and round 1's episodes
 run on the ``sim_bridge`` process (memory events say which robot ran each episode). Then launch_testing stops
 the launch as a Ctrl-C does (SIGINT to every process): each process exits 0 without a traceback, the loop says
 how to resume, and the run folder keeps round 0 and round 1's episodes.
@@ -149,7 +150,8 @@ class TestLoopBringUp(unittest.TestCase):
 
     def test_1_each_node_comes_up_once_with_its_parameters(self, run_dir: Path, config: Path) -> None:
         # the loop's checkpoint server starts with the run, after the loop watched the graph for another loop
-        expected = {("coda_loop", "/"), ("coda_loop_checkpoint_server", "/"), ("memory", "/"), ("sim_bridge", "/sim_0")}
+        expected = {("coda_loop", "/"), ("coda_loop_checkpoint_server", "/"), ("memory", "/"), ("sim_bridge", "/sim_0"),
+                    ("scene_generator", "/"), ("critic", "/")}
 
         def names() -> list[tuple[str, str]]:
             return self.node.get_node_names_and_namespaces()
@@ -158,8 +160,11 @@ class TestLoopBringUp(unittest.TestCase):
         # one node per name: the loop's checkpoint server has a name of its own despite `-r __node:=coda_loop`
         listed = [n for n in names() if n[1] == "/"]
         assert listed.count(("coda_loop", "/")) == 1, listed
-        loop = parameters(self.node, "/coda_loop", ["run_dir", "config_file", "discovery_wait_s"])
-        assert loop == {"run_dir": str(run_dir), "config_file": str(config), "discovery_wait_s": 5.0}
+        loop = parameters(self.node, "/coda_loop", ["run_dir", "config_file", "discovery_wait_s", "generator_service",
+                                                    "critic_service"])
+        assert loop == {"run_dir": str(run_dir), "config_file": str(config), "discovery_wait_s": 5.0,
+                        "generator_service": "/generate_scenes", "critic_service": "/diagnose_episodes"}
+        assert parameters(self.node, "/critic", ["publish_programs"]) == {"publish_programs": False}
         memory = parameters(self.node, "/memory", ["db_path"])
         assert memory == {"db_path": str(run_dir / "memory.db")}
         worker = parameters(self.node, "/sim_0/sim_bridge", ["checkpoint_root", "camera_rate_hz", "control_rate_hz"])

@@ -28,6 +28,11 @@ from coda_policy.model import CodaPolicyNet, to_metres
 ActionFn = Callable[[np.ndarray, Any], np.ndarray]
 """(observation, privileged state) -> (dx, dy, dz, gripper); the state is ignored by trained policies."""
 
+SERVING_THREADS = 1
+"""torch threads of the instruction embedding and the action mean wherever a version runs an episode (a loop's
+local worker, a ``sim_bridge``, an ``arm_bridge``): at another thread count the embedding differs in its last
+bits, the episode drifts, and the same version would act differently on a remote worker than on a local one."""
+
 _LOCK = threading.Lock()
 _NETS: dict[Path, tuple[float, CodaPolicyNet, dict[str, Any]]] = {}
 _EMBEDDER: Any = None
@@ -87,7 +92,10 @@ def load_action_fn(folder: Path, scene: Any, control_hz: float | None = None) ->
     """Return an action function of the policy version in ``folder`` for one episode of ``scene`` (its instruction).
 
     ``control_hz``: the rate the caller's arm runs at; a version trained at another rate is refused (ValueError).
+    The process computes with ``SERVING_THREADS`` torch threads from here on.
     """
+    if torch.get_num_threads() != SERVING_THREADS:
+        torch.set_num_threads(SERVING_THREADS)
     net = cached_policy(Path(folder), control_hz)
     embedding = embedder().embed_one(str(scene.instruction))
     return make_action_fn(net, embedding)

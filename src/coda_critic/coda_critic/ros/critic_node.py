@@ -6,8 +6,10 @@
 
 Interfaces (relative to the node's namespace):
 
-- ``diagnose_episodes`` (coda_msgs/srv/DiagnoseEpisodes): diagnoses a batch; the response carries one
-  ``Diagnosis`` per episode, or ``success: false`` with an error naming the episode index and the field
+- ``diagnose_episodes`` (coda_msgs/srv/DiagnoseEpisodes): diagnoses a batch (its scenes come with the request or
+  earlier on ``scene_specs``); the response carries one ``Diagnosis`` per episode, or ``success: false`` with an
+  error naming the episode index and the field. The co-evolution loop's diagnoses come from here in
+  ``launch/coda_sim.launch.py``
 - ``episode_results`` (coda_msgs/EpisodeResult) in: each episode is diagnosed with the node's ``backend``;
   bad ones are logged with the reason and dropped
 - ``scene_specs`` (coda_msgs/SceneSpec) in, latched: the scenes episodes refer to by ``scene_id`` (the
@@ -311,6 +313,11 @@ class CriticNode(Node):
     ) -> DiagnoseEpisodes.Response:
         """Diagnose a batch; answer an error naming the problem when the request is invalid."""
         try:
+            for k, spec in enumerate(request.scenes):  # the caller's scenes, besides those seen on scene_specs
+                try:
+                    self.scenes.add(msg_to_dict(spec))
+                except CriticInputError as exc:
+                    raise CriticInputError(f"scenes[{k}] ({spec.scene_id!r}): {exc}") from exc
             episodes = self.read_episodes(request.episodes)
             diagnoses = self.diagnose(episodes, request.backend or self.param("backend"))
         except (CriticInputError, ImageError, ValueError) as exc:

@@ -521,7 +521,7 @@ class ArmBridgeNode(Node):
                 kinematics=self.kin, episode_id=episode_id, policy_version=goal.policy_version,
                 max_steps=goal.max_steps,
                 recording=RecordingConfig(keyframes=goal.record_keyframes, keyframe_size=self.keyframe_size,
-                                          privileged_objects=False),
+                                          privileged_objects=False, sample_every=max(1, goal.sample_every)),
                 progress=progress,
             )
         finally:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rclpy.action import ActionClient
@@ -40,6 +40,17 @@ class EngineClient:
                 raise EngineClientError(f"timed out after {timeout:g} s waiting for {what}")
             self.executor.spin_once(timeout_sec=0.05)
 
+    def call(self, client: Any, request: Any, timeout: float, what: str) -> Any:
+        """Call the service of ``client`` (created on this object's node) and return its response.
+
+        Waits up to 30 s for the service to appear and ``timeout`` s for the answer; EngineClientError names
+        ``what`` when either runs out.
+        """
+        self.wait(client.service_is_ready, 30.0, f"the {what} service ({client.srv_name})")
+        future = client.call_async(request)
+        self.wait(future.done, timeout, f"{what} ({client.srv_name})")
+        return future.result()
+
     def generate(
         self,
         family: str,
@@ -49,15 +60,17 @@ class EngineClient:
         params_json: str = "{}",
         round_index: int = 0,
         timeout: float = 120.0,
+        seeds: Sequence[int] = (),
     ) -> list[SceneSpec]:
-        """Call GenerateScenes; raise EngineClientError with the node's error on failure."""
-        self.wait(lambda: self.generate_client.service_is_ready(), 30.0, "the generate_scenes service")
+        """Call GenerateScenes and return its scenes.
+
+        ``seeds``: one scene per seed (count and seed unused). EngineClientError carries the node's error.
+        """
         request = GenerateScenes.Request(
-            family=family, split=split, params_json=params_json, count=count, seed=seed, round=round_index
+            family=family, split=split, params_json=params_json, count=count, seed=seed, round=round_index,
+            seeds=[int(s) for s in seeds],
         )
-        future = self.generate_client.call_async(request)
-        self.wait(future.done, timeout, "generate_scenes")
-        response = future.result()
+        response = self.call(self.generate_client, request, timeout, "generate_scenes")
         if not response.success:
             raise EngineClientError(f"generate_scenes failed: {response.error}")
         return list(response.scenes)

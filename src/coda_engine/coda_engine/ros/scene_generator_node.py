@@ -5,6 +5,9 @@
     ros2 run coda_engine scene_generator
     ros2 service call /generate_scenes coda_msgs/srv/GenerateScenes "{family: reach, split: id, count: 2, seed: 7}"
 
+A request with ``seeds`` gets one scene per seed, exactly the scene ``generate_seeded`` gives that seed in-process
+(the loop's generation over ROS draws its seeds as the in-process generator does, so both give the same scenes).
+
 Invalid requests (unknown family or split, bad JSON, impossible parameters, count out of range)
 answer ``success: false`` with an error naming what was wrong; the node keeps serving.
 """
@@ -22,12 +25,14 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from coda_engine.ros.convert import dict_to_msg
 from coda_engine.ros.spin import run_node
-from coda_engine.sim.generator import generate_seeded
+from coda_engine.sim.generator import generate_seeded, scenes_of_seeds
 from coda_engine.sim.scene import SceneParams
 from coda_msgs.msg import SceneSpec
 from coda_msgs.srv import GenerateScenes
 
 MAX_COUNT = 1000
+MAX_SEEDS = 256
+"""Most explicit seeds in one request (the loop sends one per scene)."""
 
 
 def scene_seeds(seed: int, count: int) -> list[int]:
@@ -57,7 +62,7 @@ class SceneGeneratorNode(Node):
     ) -> GenerateScenes.Response:
         """Validate the request, generate the scenes, publish and return them."""
         try:
-            if not 1 <= request.count <= MAX_COUNT:
+            if not request.seeds and not 1 <= request.count <= MAX_COUNT:
                 raise ValueError(f"count={request.count} must be in [1, {MAX_COUNT}]")
             try:
                 overrides = json.loads(request.params_json or "{}")
@@ -71,14 +76,16 @@ class SceneGeneratorNode(Node):
             params = SceneParams.from_json_dict(overrides)
             scenes = []
             rejections: Counter[str] = Counter()
-            for i, seed in enumerate(scene_seeds(request.seed, request.count)):
-                scene = generate_seeded(
-                    request.family,
-                    seed,
-                    params,
-                    scene_id=f"r{request.round:03d}-{request.family}-{request.seed}-{i:04d}",
-                    round_index=request.round,
-                )
+            if request.seeds:  # the caller's own seeds (the loop draws them as its in-process generator does)
+                if len(request.seeds) > MAX_SEEDS:
+                    raise ValueError(f"{len(request.seeds)} seeds: at most {MAX_SEEDS} per request")
+                generated = scenes_of_seeds(request.family, list(request.seeds), params, request.round)
+            else:
+                generated = [generate_seeded(request.family, seed, params,
+                                             scene_id=f"r{request.round:03d}-{request.family}-{request.seed}-{i:04d}",
+                                             round_index=request.round)
+                             for i, seed in enumerate(scene_seeds(request.seed, request.count))]
+            for scene in generated:
                 rejections.update(r.split(":", 1)[0] for r in scene.rejections)
                 data = scene.to_dict()
                 if not self.get_parameter("inline_mjcf").value:

@@ -258,7 +258,8 @@ class SimBridgeNode(Node):
             goal_handle.publish_feedback(feedback)
             self.publish_state()
 
-        config = RecordingConfig(keyframes=goal.record_keyframes, keyframe_size=self.keyframe_size)
+        config = RecordingConfig(keyframes=goal.record_keyframes, keyframe_size=self.keyframe_size,
+                                 sample_every=max(1, goal.sample_every))
 
         def run() -> object:
             episode = run_recorded_episode(

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 from collections import Counter
+from collections.abc import Sequence
 
 import mujoco
 import numpy as np
@@ -377,4 +378,13 @@ def generate_seeded(family: str, seed: int, params: SceneParams | None = None, *
     return default_generator().generate_seeded(family, seed, params or SceneParams(), **kwargs)  # type: ignore[arg-type]
 
 
-__all__ = ["Generator", "generate", "generate_seeded", "mujoco"]
+def scenes_of_seeds(family: str, seeds: Sequence[int], params: SceneParams, round_index: int = 0) -> list[Scene]:
+    """Return one scene per seed (``generate_seeded``, recording ``round_index``).
+
+    The loop's in-process scene source and the ``scene_generator`` node's ``GenerateScenes`` with explicit seeds
+    both call this, so both deployments give the same scenes.
+    """
+    return [generate_seeded(family, int(seed), params, round_index=round_index) for seed in seeds]
+
+
+__all__ = ["Generator", "generate", "generate_seeded", "mujoco", "scenes_of_seeds"]

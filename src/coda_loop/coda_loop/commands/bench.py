@@ -17,6 +17,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "sim": ("coda_engine.sim.bench", "simulated arm vs raw mj_step, scene generation, render fps, expert success"),
     "control": ("coda_policy.bench_control", "observation-to-command latency of the policy node over DDS vs rclpy; "
                 "--arm fake: command latency through arm_bridge to the stand-in arm vs a bare relay"),
+    "loop": ("coda_loop.bench_loop", "the loop's scene source and critic, in-process and (--dds) over ROS 2, vs direct "
+             "calls"),
 }
 
 

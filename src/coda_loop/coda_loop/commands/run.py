@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arms", type=Path, metavar="FILE", help="fleet file: simulation workers and real arms "
                         "(arm_bridge namespaces, episode budgets, hours); see config/fleet_example.yaml")
     parser.add_argument("--no-ros", action="store_true", help="no ROS node: no memory topic, no remote workers")
+    parser.add_argument("--generator-service", metavar="SERVICE", default="",
+                        help="generate every scene with this scene_generator service of the domain, e.g. "
+                             "/generate_scenes (default: in this process)")
+    parser.add_argument("--critic-service", metavar="SERVICE", default="",
+                        help="make the steering diagnoses with this critic service of the domain, e.g. "
+                             "/diagnose_episodes (default: in this process)")
     parser.add_argument("--discovery-wait", type=float, default=DISCOVERY_WAIT_S, metavar="SECONDS",
                         help=f"watch the ROS graph this long for another loop on the domain before starting (default "
                              f"{DISCOVERY_WAIT_S:g}; 0: no check)")
@@ -178,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
         if args.no_ros and fleet.arms:
             print("coda run: --arms with real arms needs ROS (drop --no-ros)", file=sys.stderr)
             return 2
+    if args.no_ros and (args.generator_service or args.critic_service):
+        print("coda run: --generator-service and --critic-service name ROS services (drop --no-ros)", file=sys.stderr)
+        return 2
     created = args.resume is None and (args.run_dir is None or not Path(args.run_dir).exists())
     run_dir = args.resume or args.run_dir or new_run_dir(args.runs_root, config.method)
     start = time.monotonic()
@@ -200,6 +209,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"coda run: {error}", file=sys.stderr)
         return 2
     loop.on_event = _printer(args.quiet)
+    if args.generator_service or args.critic_service:
+        from coda_loop.ros.remote import use_nodes
+
+        use_nodes(loop, args.generator_service, args.critic_service)
     try:
         summary = loop.run()
     except KeyboardInterrupt:

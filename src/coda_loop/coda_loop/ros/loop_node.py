@@ -4,8 +4,10 @@
 
 It runs :class:`coda_loop.rounds.CoevolutionLoop` on the run folder of parameter ``run_dir``
 (resuming it when it exists) and sends episodes to the ``sim_bridge`` workers on the domain (plus
-``workers`` local processes, none by default). Scene generation, diagnosis and training run inside
-this process; the ``memory`` node started next to it announces every write. Parameters: see
+``workers`` local processes, none by default). With ``generator_service`` it asks that ``scene_generator``
+service for every scene, with ``critic_service`` that ``critic`` service for the steering diagnoses (empty: in
+this process; :mod:`coda_loop.sources`); training runs here; the ``memory`` node started next to it announces
+every write. Parameters: see
 config/loop.yaml. The node exits when the last round has finished, with status 0; with 2 when it cannot
 start (a bad parameter or config file, another loop on the domain). SIGINT or SIGTERM stops it between two
 steps of its work, with status 0: the run folder keeps every finished step, and the next start with the same
@@ -27,6 +29,7 @@ from rclpy.signals import SignalHandlerOptions
 from coda_engine.ros.spin import shutdown_context, stop_on_first_signal
 from coda_loop.config import LoopConfig
 from coda_loop.ros.graph import DISCOVERY_WAIT_S, refuse_second_loop
+from coda_loop.ros.remote import use_nodes
 from coda_loop.rounds import CoevolutionLoop
 
 
@@ -46,6 +49,8 @@ class LoopNode(Node):
             "progress": False,
         }
         self.config_file = str(self.declare_parameter("config_file", "").value)
+        self.generator_service = str(self.declare_parameter("generator_service", "").value)
+        self.critic_service = str(self.declare_parameter("critic_service", "").value)
         self.wait_for_workers = float(self.declare_parameter("wait_for_workers_s", 30.0).value)
         self.discovery_wait = float(self.declare_parameter("discovery_wait_s", DISCOVERY_WAIT_S).value)
 
@@ -88,6 +93,7 @@ def main(args: list[str] | None = None) -> None:
         loop = CoevolutionLoop(node.run_dir, node.config(), node=node,
                                on_event=lambda r, step, out: node.get_logger().info(
                                    f"round {r} {step}: " + ("started" if out is None else json.dumps(out)[:300])))
+        use_nodes(loop, node.generator_service, node.critic_service)
         if loop.config.workers == 0:
             import time
 
