@@ -119,17 +119,16 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
 
     def __init__(self, run_dir: Path | str, config: LoopConfig | None = None, *, node: Any | None = None,
                  on_event: Callable[[int, str, dict[str, Any] | None], None] | None = None,
-                 fleet: Fleet | None = None, scenes: SceneSource | None = None,
-                 critic: Critic | None = None) -> None:
+                 fleet: Fleet | None = None) -> None:
         """Open (or create) the run folder; ``config`` None reads the folder's ``config.json`` (a resume).
 
         ``node``: an rclpy node through which ``sim_bridge`` workers on the domain are used. ``on_event`` is
         called with (round, step, None) before a step runs and with (round, step, outputs) once it has finished.
         ``fleet``: simulation workers and real arms (``coda run --arms``); each round gives every available arm
-        its episode budget, the arms' episodes are diagnosed by the learned critic. ``scenes`` and ``critic``: where
-        scenes are generated and the steering diagnoses are made (:mod:`coda_loop.sources`: in this process by
-        default, or nodes of the domain through :mod:`coda_loop.ros.remote`). The learned critic of ``critic:
-        learned`` and of ``grounded+learned`` always runs here, since the run fine-tunes it.
+        its episode budget, the arms' episodes are diagnosed by the learned critic. ``scene_source`` and
+        ``critic_source``: where scenes are generated and the steering diagnoses are made (:mod:`coda_loop.sources`:
+        in this process unless :func:`coda_loop.ros.remote.use_nodes` points them at nodes of the domain). The learned
+        critic of ``critic: learned`` and of ``grounded+learned`` always runs here, since the run fine-tunes it.
         """
         from coda_loop.memory import MemoryStore
 
@@ -155,8 +154,8 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         self.node = node
         self.on_event = on_event
         self.fleet = fleet or Fleet()
-        self.scene_source: SceneSource = scenes or InProcessScenes()
-        self.critic_source = critic
+        self.scene_source: SceneSource = InProcessScenes()
+        self.critic_source: Critic | None = None
         self._runner: EpisodeRunner | None = None
         self._embedder: Any = None
         self.outputs: dict[tuple[int, str], dict[str, Any]] = {}

@@ -30,6 +30,7 @@ class EngineClient:
         self.executor = SingleThreadedExecutor(context=node.context)
         self.executor.add_node(node)
         self.generate_client = node.create_client(GenerateScenes, generator_service)
+        self.generate_clients = {generator_service: self.generate_client}
         self.episode_clients: dict[str, ActionClient] = {}
 
     def wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
@@ -61,18 +62,25 @@ class EngineClient:
         round_index: int = 0,
         timeout: float = 120.0,
         seeds: Sequence[int] = (),
+        service: str = "",
     ) -> list[SceneSpec]:
         """Call GenerateScenes and return its scenes.
 
-        ``seeds``: one scene per seed (count and seed unused). EngineClientError carries the node's error.
+        ``seeds``: one scene per seed (count and seed unused). ``service``: another generator's GenerateScenes
+        (empty: the one this client was made for). EngineClientError carries the node's error.
         """
+        client = self.generate_client
+        if service:
+            if service not in self.generate_clients:
+                self.generate_clients[service] = self.node.create_client(GenerateScenes, service)
+            client = self.generate_clients[service]
         request = GenerateScenes.Request(
             family=family, split=split, params_json=params_json, count=count, seed=seed, round=round_index,
             seeds=[int(s) for s in seeds],
         )
-        response = self.call(self.generate_client, request, timeout, "generate_scenes")
+        response = self.call(client, request, timeout, "generate_scenes")
         if not response.success:
-            raise EngineClientError(f"generate_scenes failed: {response.error}")
+            raise EngineClientError(f"{client.srv_name} failed: {response.error}")
         return list(response.scenes)
 
     def run_episode(

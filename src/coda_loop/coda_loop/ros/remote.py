@@ -19,7 +19,7 @@ from coda_engine.ros.clients import EngineClient, EngineClientError
 from coda_engine.ros.convert import dict_to_msg, msg_to_dict
 from coda_engine.sim.scene import Scene, SceneParams
 from coda_msgs.msg import EpisodeResult, SceneSpec
-from coda_msgs.srv import DiagnoseEpisodes, GenerateScenes
+from coda_msgs.srv import DiagnoseEpisodes
 
 BATCH = 64
 """Episodes per DiagnoseEpisodes request (the service takes at most 256)."""
@@ -33,22 +33,15 @@ class RemoteScenes:
         self._client = client
         self.where = service
         self.timeout = timeout
-        self._service: Any = None
 
     def generate(self, family: str, seeds: Sequence[int], params: SceneParams, round_index: int) -> list[Scene]:
         """See :meth:`coda_loop.sources.SceneSource.generate`."""
-        client = self._client()
-        if self._service is None:
-            self._service = client.node.create_client(GenerateScenes, self.where)
-        request = GenerateScenes.Request(family=family, split=params.split,
-                                         params_json=json.dumps(params.to_json_dict()),
-                                         seeds=[int(s) for s in seeds], round=round_index)
-        response = client.call(self._service, request, self.timeout, "generate_scenes")
-        if not response.success:
-            raise EngineClientError(f"{self.where} failed: {response.error}")
-        if len(response.scenes) != len(seeds):
-            raise EngineClientError(f"{self.where} answered {len(response.scenes)} scenes for {len(seeds)} seeds")
-        return [Scene.from_dict(msg_to_dict(msg)) for msg in response.scenes]
+        scenes = self._client().generate(family, 0, 0, split=params.split,
+                                         params_json=json.dumps(params.to_json_dict()), round_index=round_index,
+                                         timeout=self.timeout, seeds=seeds, service=self.where)
+        if len(scenes) != len(seeds):
+            raise EngineClientError(f"{self.where} answered {len(scenes)} scenes for {len(seeds)} seeds")
+        return [Scene.from_dict(msg_to_dict(msg)) for msg in scenes]
 
 
 class RemoteCritic:
