@@ -9,6 +9,7 @@ not how well the policy gets (that is `coda experiment`'s job).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -25,6 +26,15 @@ import pytest
 
 from coda_loop.config import LoopConfig, load_config
 from coda_loop.rounds import ROUND0_STEPS, ROUND_STEPS
+from coda_loop.step_results import (
+    BCGate,
+    DiagnoseResult,
+    EpisodesResult,
+    EvaluateResult,
+    GenerateResult,
+    ProgramsResult,
+    TrainResult,
+)
 
 TINY = {
     "rounds": 1, "budget": 3, "workers": 1, "families": ["reach", "push"], "base_demos_per_family": 3,
@@ -124,40 +134,40 @@ def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain:
     from coda_loop.memory import MemoryStore
 
     with MemoryStore(run_dir / "memory.db") as store:
-        episodes = store.finished_step(1, "episodes")
-        assert len(episodes["episode_ids"]) == 3 + 2  # budget + one probe per family
-        assert episodes["remote"].get("far_arm", 0) >= 1, episodes  # the ROS worker took a share
-        robots = {store.get("episode", e).payload["robot_id"] for e in episodes["episode_ids"]}
+        episodes = store.finished_step(1, EpisodesResult)
+        assert len(episodes.episode_ids) == 3 + 2  # budget + one probe per family
+        assert episodes.remote.get("far_arm", 0) >= 1, episodes  # the ROS worker took a share
+        robots = {store.get("episode", e).payload["robot_id"] for e in episodes.episode_ids}
         assert any(r.startswith("local_") for r in robots) and len(robots) >= 2
-        diagnose = store.finished_step(1, "diagnose")
-        assert len(diagnose["diagnosis_ids"]) == 5
-        assert store.get("critic_version", diagnose["critic_version"]).payload["backend"] == "grounded"
+        diagnose = store.finished_step(1, DiagnoseResult)
+        assert len(diagnose.diagnosis_ids) == 5
+        assert store.get("critic_version", diagnose.critic_version).payload["backend"] == "grounded"
         # grounded+learned: the learned critic acting in round 1 is the one round 0 kept; both are in memory
         from coda_critic.models import EMBEDDED_MODEL
 
-        learned0, learned1 = store.finished_step(0, "diagnose")["learned"], diagnose["learned"]
-        assert learned0["version"] == EMBEDDED_MODEL.name and learned1["version"] == learned0["next_version"]
-        assert learned1["agreement"]["episodes"] == 5 and len(learned1["verdicts"]) == 5
-        assert 0.0 <= learned1["agreement"]["failure_mode"] <= 1.0
+        learned0, learned1 = store.finished_step(0, DiagnoseResult).learned, diagnose.learned
+        assert learned0.version == EMBEDDED_MODEL.name and learned1.version == learned0.next_version
+        assert learned1.agreement["episodes"] == 5 and len(learned1.verdicts) == 5
+        assert 0.0 <= learned1.agreement["failure_mode"] <= 1.0
         for done in (learned0, learned1):
-            assert store.get("critic_version", done["version"]).payload["backend"] == "learned"
-            tuned = done["fine_tune"]
-            assert tuned["parent"] == done["version"] and tuned["held_out_examples"] >= 1
-            assert tuned["kept"] == (done["next_version"] != done["version"])
-            assert (run_dir / done["next_folder"] / "model.safetensors").is_file() or not tuned["kept"]
-        programs = store.finished_step(1, "programs")
-        assert store.get("generation_program", programs["generation_program_id"]) is not None
-        assert store.get("training_program", programs["training_program_id"]) is not None
-        generate = store.finished_step(1, "generate")
-        round0 = store.finished_step(0, "programs")
-        assert generate["program_id"] == round0["generation_program_id"]  # round 1 spent what round 0 planned
-        train = store.finished_step(1, "train")
-        assert store.get("policy_version", train["version"]) is not None
-        assert (run_dir / "checkpoints" / train["version"] / "config.json").is_file()
+            assert store.get("critic_version", done.version).payload["backend"] == "learned"
+            tuned = done.fine_tune
+            assert tuned.parent == done.version and tuned.held_out_examples >= 1
+            assert tuned.kept == (done.next_version != done.version)
+            assert (run_dir / done.next_folder / "model.safetensors").is_file() or not tuned.kept
+        programs = store.finished_step(1, ProgramsResult)
+        assert store.get("generation_program", programs.generation_program_id) is not None
+        assert store.get("training_program", programs.training_program_id) is not None
+        generate = store.finished_step(1, GenerateResult)
+        round0 = store.finished_step(0, ProgramsResult)
+        assert generate.program_id == round0.generation_program_id  # round 1 spent what round 0 planned
+        train = store.finished_step(1, TrainResult)
+        assert store.get("policy_version", train.version) is not None
+        assert (run_dir / "checkpoints" / train.version / "config.json").is_file()
         rows = {(p["round"], p["split"]) for p in store.progress()}
         assert rows == {(r, s) for r in (0, 1) for s in ("id", "position")}
     report = (run_dir / "report.html").read_text()
-    assert 'class="critic-agreement"' in report and learned1["version"] in report
+    assert 'class="critic-agreement"' in report and learned1.version in report
 
 
 def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> None:
@@ -316,15 +326,15 @@ def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Pat
 
     with MemoryStore(run_dir / "memory.db") as store:
         for r in (0, 1):
-            episodes = store.finished_step(r, "episodes")
-            assert episodes["remote"] == {"sim_0": len(episodes["episode_ids"])}  # all of them, over DDS
-            for episode_id in episodes["episode_ids"]:
+            episodes = store.finished_step(r, EpisodesResult)
+            assert episodes.remote == {"sim_0": len(episodes.episode_ids)}  # all of them, over DDS
+            for episode_id in episodes.episode_ids:
                 record = store.get("episode", episode_id)
                 assert record.payload["robot_id"] == "sim_0" and record.payload["keyframe_hashes"]
-        assert store.finished_step(1, "evaluate") is not None
+        assert store.finished_step(1, EvaluateResult) is not None
         # every policy version the worker ran came over ROS: the same model bytes, in the cache under their hash
         versions = {store.get("episode", e).payload["policy_version"]
-                    for r in (0, 1) for e in store.finished_step(r, "episodes")["episode_ids"]} - {"expert"}
+                    for r in (0, 1) for e in store.finished_step(r, EpisodesResult).episode_ids} - {"expert"}
     assert versions, "no trained version ran on the worker"
     from coda_engine.checkpoint_share import model_sha256
 
@@ -369,17 +379,17 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
 
     with MemoryStore(run_dir / "memory.db") as store:
         for r in (0, 1):
-            episodes = store.finished_step(r, "episodes")
-            assert len(episodes["episode_ids"]) == TINY["budget"] + 2  # every job ended with a finished episode
-            for unfinished in episodes["unfinished_ids"]:  # kept in memory, and its job ran again
+            episodes = store.finished_step(r, EpisodesResult)
+            assert len(episodes.episode_ids) == TINY["budget"] + 2  # every job ended with a finished episode
+            for unfinished in episodes.real_arms.unfinished_ids:  # kept in memory, and its job ran again
                 assert store.get("episode", unfinished).payload["status"] in (1, 2)
-                assert any(e.startswith(unfinished + "-retry") for e in episodes["episode_ids"])
-        payloads = [store.get("episode", e).payload for e in store.finished_step(1, "episodes")["episode_ids"]]
+                assert any(e.startswith(unfinished + "-retry") for e in episodes.episode_ids)
+        payloads = [store.get("episode", e).payload for e in store.finished_step(1, EpisodesResult).episode_ids]
         ran_real = [p for p in payloads if p["source"] == 1]
         assert len(ran_real) == real["episodes"] and all(p["robot_id"] == "panda_fake_0" for p in ran_real)
         assert all(p["source"] == 0 for p in payloads if p not in ran_real)
-        diagnose = store.finished_step(1, "diagnose")
-        assert len(diagnose["real_diagnosis_ids"]) == len(ran_real)  # the learned critic diagnosed them
+        diagnose = store.finished_step(1, DiagnoseResult)
+        assert len(diagnose.real_diagnosis_ids) == len(ran_real)  # the learned critic diagnosed them
         gate = [i.payload for i in store.records("intervention", limit=100) if i.payload["kind"] == "gate"]
         assert gate and gate[0]["robot_id"] == "panda_fake_0"
     page = (run_dir / "report.html").read_text()
@@ -413,36 +423,36 @@ def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_wa
     from coda_loop.rounds import CoevolutionLoop
 
     loop = optioned_loop
-    train = loop.output(1, "train")
-    gate = train["bc_gate"]
-    assert gate["episodes_per_family"] == 3 and set(gate["per_family_after"]) == {"push"}
-    assert gate["kept"] == (gate["after"] >= gate["before"])
-    if gate["kept"]:
-        assert loop.store.get("policy_version", "r001-bc").payload["metrics"]["bc_gate"] == gate
+    train = loop.output(1, TrainResult)
+    gate = train.bc_gate
+    assert gate.episodes_per_family == 3 and set(gate.per_family_after) == {"push"}
+    assert gate.kept == (gate.after >= gate.before)
+    if gate.kept:
+        assert loop.store.get("policy_version", "r001-bc").payload["metrics"]["bc_gate"] == gate.to_dict()
     # the same gate against the scripted expert as parent: scored on real episodes, and the weak update refused
     expert = loop._bc_gate(1, "expert", "r001-bc")
-    assert expert["before"] >= 2 / 3 > expert["after"] and not expert["kept"], expert
+    assert expert.before >= 2 / 3 > expert.after and not expert.kept, expert
 
     class RefusingLoop(CoevolutionLoop):
         """Scores the BC update as usual, then refuses it whatever the scores (the refused path, deterministic)."""
 
-        def _bc_gate(self, r: int, parent: str, version: str) -> dict:
-            return {**super()._bc_gate(r, parent, version), "kept": False}
+        def _bc_gate(self, r: int, parent: str, version: str) -> BCGate:
+            return dataclasses.replace(super()._bc_gate(r, parent, version), kept=False)
 
     fields = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0}
     refused = RefusingLoop(tmp_path / "refused", LoopConfig(**fields))
     try:
         refused.run()
-        train = refused.output(1, "train")
-        assert not train["bc_gate"]["kept"] and train["bc_version"] == "r001-bc"
-        assert train["version"] in ("r000-sft", "r001-rl")  # the parent, or PPO started from it and kept
-        assert train["rl"]["kept"] == (train["version"] == "r001-rl")
-        assert refused.output(1, "evaluate")["version"] == train["version"]
+        train = refused.output(1, TrainResult)
+        assert not train.bc_gate.kept and train.bc_version == "r001-bc"
+        assert train.version in ("r000-sft", "r001-rl")  # the parent, or PPO started from it and kept
+        assert train.rl.kept == (train.version == "r001-rl")
+        assert refused.output(1, EvaluateResult).version == train.version
     finally:
         refused.close()
     with MemoryStore(tmp_path / "refused" / "memory.db") as store:
         assert store.get("policy_version", "r001-bc") is None  # a refused update is not a policy version
-        if train["version"] == "r001-rl":
+        if train.version == "r001-rl":
             assert store.get("policy_version", "r001-rl").payload["parent"] == "r000-sft"
 
 
@@ -453,17 +463,17 @@ def test_on_policy_labels_keep_corrective_demonstrations_beside_the_experts_and_
     from coda_policy.data import DemoSet
 
     loop = optioned_loop
-    train = loop.output(1, "train")
-    stats = train["corrective"]
-    scenes = loop.output(1, "generate")["scene_ids"]
+    train = loop.output(1, TrainResult)
+    stats = train.corrective
+    scenes = loop.output(1, GenerateResult).scene_ids
     generated = set(scenes)
     diagnoses = [d for d in loop._diagnoses(1) if d.scene_id in generated]
-    assert stats["beside_start"] and stats["expert_from_start"] == len(scenes) == ROUND_OPTIONS["budget"]
-    assert stats["failed_scenes"] == sum(d.is_failure and d.failed_stage >= 0 for d in diagnoses)
-    assert stats["relabelled_successes"] == sum(not d.is_failure for d in diagnoses)
+    assert stats.beside_start and stats.expert_from_start == len(scenes) == ROUND_OPTIONS["budget"]
+    assert stats.failed_scenes == sum(d.is_failure and d.failed_stage >= 0 for d in diagnoses)
+    assert stats.relabelled_successes == sum(not d.is_failure for d in diagnoses)
     # every scene's expert demonstration, plus each recovered corrective one and each relabelled success
-    assert train["new_demos"] == len(scenes) + stats["recovered"] + stats["relabelled_successes"]
-    assert DemoSet.load(loop.run_dir / "demos" / "r001.npz").num_episodes == train["new_demos"]
+    assert train.new_demos == len(scenes) + stats.recovered + stats.relabelled_successes
+    assert DemoSet.load(loop.run_dir / "demos" / "r001.npz").num_episodes == train.new_demos
     takeovers = loop._takeovers(1)
     assert {sid for sid, (_, mode) in takeovers.items() if mode == RELABELLED_SUCCESS} == {
         d.scene_id for d in diagnoses if not d.is_failure}

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from coda_loop.step_results import DiagnoseResult, EpisodesResult, EvaluateResult, GenerateResult, ProgramsResult
+
 pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,23 +70,23 @@ def record(run_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with MemoryStore(run_dir / "memory.db") as store:
         for r in range(RUN["rounds"] + 1):
-            generate = store.finished_step(r, "generate")
-            episodes = store.finished_step(r, "episodes")
-            diagnose = store.finished_step(r, "diagnose")
-            programs = store.finished_step(r, "programs")
-            evaluate = store.finished_step(r, "evaluate")
+            generate = store.finished_step(r, GenerateResult)
+            episodes = store.finished_step(r, EpisodesResult)
+            diagnose = store.finished_step(r, DiagnoseResult)
+            programs = store.finished_step(r, ProgramsResult)
+            evaluate = store.finished_step(r, EvaluateResult)
             assert None not in (generate, episodes, diagnose, programs, evaluate), f"round {r} did not finish"
-            scenes = [store.get("scene", sid).payload for sid in generate["scene_ids"] + generate["probe_ids"]]
-            diagnoses = [store.get("diagnosis", d).payload for d in diagnose["diagnosis_ids"]]
-            program = store.get("generation_program", programs["generation_program_id"]).payload
+            scenes = [store.get("scene", sid).payload for sid in generate.scene_ids + generate.probe_ids]
+            diagnoses = [store.get("diagnosis", d).payload for d in diagnose.diagnosis_ids]
+            program = store.get("generation_program", programs.generation_program_id).payload
             out[r] = {
                 "scenes": [(s["scene_id"], s["seed"], s["mjcf_sha256"], s["instruction"]) for s in scenes],
                 "diagnoses": [(d["episode_ids"], d["failure_mode"], d["failed_stage"], d["text"]) for d in diagnoses],
                 "program": [(a["kind"], a["family"], a["count"], json.dumps(a["conditions"], sort_keys=True))
                             for a in program["allocations"]],
-                "episodes": (episodes["success"], episodes["by_family"]),
-                "evaluate": (evaluate["per_split"], evaluate["ood"]),
-                "where": (generate.get("generator"), diagnose.get("critic_version"), sorted(episodes["remote"])),
+                "episodes": (episodes.success, episodes.by_family),
+                "evaluate": (evaluate.per_split, evaluate.ood),
+                "where": (generate.generator, diagnose.critic_version, sorted(episodes.remote)),
             }
     return out
 

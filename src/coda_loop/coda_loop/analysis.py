@@ -26,6 +26,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from coda_loop.step_results import DiagnoseResult, EpisodesResult, EvaluateResult, GenerateResult, TrainResult
+
 SOLVED_RATE = 0.8
 """A condition is solved when the acting policy succeeded on at least this share of its scenes last round."""
 MIN_SUPPORT = 3
@@ -60,13 +62,13 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
     targeted_by_round: dict[int, list[tuple[str, str, str]]] = {}
     with MemoryStore(run_dir / "memory.db") as store:
         for r in range(config.rounds + 1):
-            gen, eps = store.finished_step(r, "generate"), store.finished_step(r, "episodes")
+            gen, eps = store.finished_step(r, GenerateResult), store.finished_step(r, EpisodesResult)
             if gen is None or eps is None:
                 break
-            generated = set(gen["scene_ids"])
-            scenes = {sid: Scene.from_dict(store.get("scene", sid).payload) for sid in gen["scene_ids"]}  # type: ignore[union-attr]
+            generated = set(gen.scene_ids)
+            scenes = {sid: Scene.from_dict(store.get("scene", sid).payload) for sid in gen.scene_ids}  # type: ignore[union-attr]
             solved_scene = []
-            for episode_id in eps["episode_ids"]:
+            for episode_id in eps.episode_ids:
                 record = store.get("episode", episode_id)
                 if record is None or record.payload["scene_id"] not in generated:
                     continue
@@ -75,7 +77,7 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
                 solved_scene.append(success)
                 for group in _groups(scene):
                     curves[group][r].append(success)
-            program = store.get("generation_program", gen["program_id"])
+            program = store.get("generation_program", gen.program_id)
             kinds: Counter[str] = Counter()
             targeted: list[tuple[str, str, str]] = []
             for line in (program.payload["allocations"] if program is not None else []):
@@ -90,31 +92,34 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
                 "spent_on_solved_scenes": (sum(solved_scene) / len(solved_scene)) if solved_scene else None,
                 "spent_on_solved_conditions": _solved_share(scenes.values(), curves, r),
             }
-            train = store.finished_step(r, "train")
+            train = store.finished_step(r, TrainResult)
             if r > 0 and train is not None:
-                row["new_demos"] = train.get("new_demos")
-                row["new_steps"] = train.get("new_steps")
-                row["demo_episodes"] = train.get("demo_episodes")
-                if train.get("demo_episodes"):
-                    row["new_demo_share"] = (train.get("new_demos") or 0) / train["demo_episodes"]
-                if "corrective" in train:
-                    c = train["corrective"]
-                    row["corrective"] = {k: c.get(k, 0) for k in ("failed_scenes", "recovered", "by_mode",
-                                                                  "corrective_steps", "relabelled_successes")}
-                if "rl" in train:
-                    rl = train["rl"]
-                    row["rl"] = {k: rl[k] for k in ("family", "shaped", "success_before", "success_after", "kept")}
-                if "bc_gate" in train:
-                    row["bc_gate"] = {k: train["bc_gate"][k] for k in ("before", "after", "kept")}
-            diag = store.finished_step(r, "diagnose") or {}
-            if diag.get("recalled"):
-                row["recalled"] = len(diag["recalled"])
-            evaluation = store.finished_step(r, "evaluate")
+                row["new_demos"] = train.new_demos
+                row["new_steps"] = train.new_steps
+                row["demo_episodes"] = train.demo_episodes
+                if train.demo_episodes:
+                    row["new_demo_share"] = train.new_demos / train.demo_episodes
+                if train.corrective is not None:
+                    c = train.corrective
+                    row["corrective"] = {"failed_scenes": c.failed_scenes, "recovered": c.recovered,
+                                         "by_mode": c.by_mode, "corrective_steps": c.corrective_steps,
+                                         "relabelled_successes": c.relabelled_successes}
+                if train.rl is not None:
+                    rl = train.rl
+                    row["rl"] = {"family": rl.family, "shaped": rl.shaped, "success_before": rl.success_before,
+                                 "success_after": rl.success_after, "kept": rl.kept}
+                if train.bc_gate is not None:
+                    gate = train.bc_gate
+                    row["bc_gate"] = {"before": gate.before, "after": gate.after, "kept": gate.kept}
+            diag = store.finished_step(r, DiagnoseResult)
+            if diag is not None and diag.recalled:
+                row["recalled"] = len(diag.recalled)
+            evaluation = store.finished_step(r, EvaluateResult)
             if evaluation is not None:
-                row["eval"] = {"per_split": evaluation["per_split"], "ood": evaluation["ood"]}
-                if "validation" in evaluation:
-                    row["validation"] = {"per_split": evaluation["validation"]["per_split"],
-                                         "ood": evaluation["validation"]["ood"]}
+                row["eval"] = {"per_split": evaluation.per_split, "ood": evaluation.ood}
+                if evaluation.validation is not None:
+                    row["validation"] = {"per_split": evaluation.validation.per_split,
+                                         "ood": evaluation.validation.ood}
             rounds.append(row)
     effects = []
     for r, groups in targeted_by_round.items():

@@ -23,6 +23,7 @@ import numpy as np
 
 from coda_engine.episodes import SOURCE_REAL
 from coda_loop.config import LoopConfig
+from coda_loop.step_results import CriticFineTune, DiagnoseResult, EpisodesResult, LearnedCriticRound, Recall
 
 
 class DiagnoseStep:
@@ -71,15 +72,15 @@ class DiagnoseStep:
         from coda_critic.models import EMBEDDED_MODEL
 
         for k in range(r - 1, -1, -1):
-            done = self.output(k, "diagnose").get("learned")
-            if done and done["next_folder"]:  # a version fine-tuned in this run (empty: the starting critic)
-                return self.run_dir / done["next_folder"]
+            done = self.output(k, DiagnoseResult).learned
+            if done and done.next_folder:  # a version fine-tuned in this run (empty: the starting critic)
+                return self.run_dir / done.next_folder
         return Path(self.config.critic_model).resolve() if self.config.critic_model else EMBEDDED_MODEL
 
-    def _step_diagnose(self, r: int) -> dict[str, Any]:
+    def _step_diagnose(self, r: int) -> DiagnoseResult:
         if not self.config.uses_critic and r > 0:
-            return {"skipped": f"method {self.config.method} runs without the critic", "diagnosis_ids": []}
-        every = self._episodes_from_memory(self.output(r, "episodes")["episode_ids"])
+            return DiagnoseResult(skipped=f"method {self.config.method} runs without the critic", diagnosis_ids=[])
+        every = self._episodes_from_memory(self.output(r, EpisodesResult).episode_ids)
         episodes = [ep for ep in every if ep.source != SOURCE_REAL]
         real = [ep for ep in every if ep.source == SOURCE_REAL and len(ep.keyframes)]
         critic = self._critic(r)
@@ -103,17 +104,18 @@ class DiagnoseStep:
                 for past, score in self.store.similar_diagnoses(d.text, limit=1):
                     if past.round < r:
                         effect = self.store.generation_effect(past.record_id)
-                        recalled.append({"diagnosis_id": d.diagnosis_id, "similar": past.record_id,
-                                         "score": round(float(score), 3), "effect": effect})
-        out = {"diagnosis_ids": ids, "failures": sum(d.is_failure for d in diagnoses), "modes": dict(modes),
-               "critic": getattr(critic, "name", self.config.critic), "critic_version": version, "recalled": recalled}
+                        recalled.append(Recall(diagnosis_id=d.diagnosis_id, similar=past.record_id,
+                                               score=round(float(score), 3), effect=effect))
+        out = DiagnoseResult(diagnosis_ids=ids, failures=sum(d.is_failure for d in diagnoses), modes=dict(modes),
+                             critic=getattr(critic, "name", self.config.critic), critic_version=version,
+                             recalled=recalled)
         if real:
-            out["real_diagnosis_ids"] = ids[len(ids) - len(real_diagnoses):]
+            out.real_diagnosis_ids = ids[len(ids) - len(real_diagnoses):]
         if self.config.critic == "grounded+learned" and self.config.uses_critic:
-            out["learned"] = self._learned_critic_round(r, episodes, diagnoses[:len(episodes)])
+            out.learned = self._learned_critic_round(r, episodes, diagnoses[:len(episodes)])
         return out
 
-    def _learned_critic_round(self, r: int, episodes: list[Any], grounded: list[Any]) -> dict[str, Any]:
+    def _learned_critic_round(self, r: int, episodes: list[Any], grounded: list[Any]) -> LearnedCriticRound:
         """Run the learned critic's part of a ``grounded+learned`` diagnose step.
 
         The acting version diagnoses the round's episodes (which it has never seen) and its agreement with the
@@ -134,10 +136,10 @@ class DiagnoseStep:
         seen = [i for i, ep in enumerate(episodes) if len(ep.keyframes)]  # it needs images: skip camera-less ones
         episodes, grounded = [episodes[i] for i in seen], [grounded[i] for i in seen]
         learned = critic.diagnose(episodes) if episodes else []
-        out: dict[str, Any] = {"version": critic.version, "agreement": agreement(learned, grounded),
-                               "episode_ids": [ep.episode_id for ep in episodes],
-                               "verdicts": [[d.failure_mode, d.failed_stage] for d in learned],
-                               "next_version": critic.version, "next_folder": self._in_run(folder)}
+        out = LearnedCriticRound(version=critic.version, agreement=agreement(learned, grounded),
+                                 episode_ids=[ep.episode_id for ep in episodes],
+                                 verdicts=[[d.failure_mode, d.failed_stage] for d in learned],
+                                 next_version=critic.version, next_folder=self._in_run(folder))
         if cfg.critic_epochs == 0 or not episodes:
             return out
         data_dir = self.run_dir / "critics" / "examples"
@@ -157,16 +159,15 @@ class DiagnoseStep:
         check_text = embed_instructions(check_set.instructions, self.embedder)
         before = float(np.mean(predict(critic.model, check_set, check_text)[0] == check_set.mode))
         after = float(np.mean(predict(tuned, check_set, check_text)[0] == check_set.mode))
-        fine_tune = {"parent": critic.version, "round": r, "train_examples": len(train_set),
-                     "held_out_examples": len(check_set), "held_out_mode_accuracy_before": before,
-                     "held_out_mode_accuracy_after": after, "kept": after >= before,
-                     "seconds": round(history["seconds"], 1)}
-        out["fine_tune"] = fine_tune
+        out.fine_tune = CriticFineTune(parent=critic.version, round=r, train_examples=len(train_set),
+                                       held_out_examples=len(check_set), held_out_mode_accuracy_before=before,
+                                       held_out_mode_accuracy_after=after, kept=after >= before,
+                                       seconds=round(history["seconds"], 1))
         if after >= before:
-            saved = save_model(tuned, self.run_dir / "critics", fine_tune)
+            saved = save_model(tuned, self.run_dir / "critics", out.fine_tune.to_dict())
             self.store.put_critic_version(r, version_id=saved.name, backend="learned",
-                                          info={"folder": self._portable(saved), **fine_tune})
-            out.update({"next_version": saved.name, "next_folder": self._in_run(saved)})
+                                          info={"folder": self._portable(saved), **out.fine_tune.to_dict()})
+            out.next_version, out.next_folder = saved.name, self._in_run(saved)
         return out
 
     def _portable(self, folder: Path) -> str:
@@ -197,7 +198,7 @@ class DiagnoseStep:
         from coda_critic.diagnosis import Diagnosis
 
         out = []
-        for diagnosis_id in self.output(r, "diagnose")["diagnosis_ids"]:
+        for diagnosis_id in self.output(r, DiagnoseResult).diagnosis_ids:
             record = self.store.get("diagnosis", diagnosis_id)
             out.append(Diagnosis.from_dict(record.payload))  # type: ignore[union-attr]
         return out

@@ -4,7 +4,7 @@
 
 The round's policy version on the held-out test suites of every split (all entries after round 0 and the last
 round, a few between), and with ``validation`` on the validation suites too; success per split and family goes
-to memory, every episode's outcome to the step's outputs. The version's ``evaluation.json`` is what the
+to memory, every episode's outcome to the step's result. The version's ``evaluation.json`` is what the
 sim-first gate of real arms reads. Pure module: no rclpy.
 """
 
@@ -18,6 +18,7 @@ import numpy as np
 
 from coda_loop.config import OOD_SPLITS, LoopConfig
 from coda_loop.files import atomic_json
+from coda_loop.step_results import EvaluateResult, Score, TrainResult
 
 
 class EvaluateStep:
@@ -29,32 +30,33 @@ class EvaluateStep:
     ckpt_root: Path
     demo_dir: Path
 
-    def _step_evaluate(self, r: int) -> dict[str, Any]:
+    def _step_evaluate(self, r: int) -> EvaluateResult:
         cfg = self.config
-        version = str(self.output(r, "train")["version"])
+        version = self.output(r, TrainResult).version
         per_family = cfg.final_eval_per_family if r in (0, cfg.rounds) else cfg.eval_per_family
         done = None
         if r == 0 and cfg.base_from:  # the same policy on the same suites: reuse the base run's scores
             from coda_loop.memory import MemoryStore
 
             with MemoryStore(Path(cfg.base_from) / "memory.db") as base:
-                done = base.finished_step(0, "evaluate")
+                done = base.finished_step(0, EvaluateResult)
             wanted = self._suites("test", per_family)[1]
-            if done is not None and done.get("episodes_per_family") == wanted and "outcomes" in done and (
-                    not cfg.validation or "validation" in done):
-                done = {**done, "reused_from": cfg.base_from}
+            if done is not None and done.episodes_per_family == wanted and done.outcomes and (
+                    not cfg.validation or done.validation is not None):
+                done = dataclasses.replace(done, reused_from=cfg.base_from)
             else:
                 done = None
         if done is None:
-            done = {"version": version, **self._score(version, "test", per_family)}
+            test = self._score(version, "test", per_family)
+            done = EvaluateResult(version=version, **{f.name: getattr(test, f.name) for f in dataclasses.fields(test)})
             if cfg.validation:
-                done["validation"] = self._score(version, "validation", per_family)
-        episodes = done["episodes_per_family"]
+                done.validation = self._score(version, "validation", per_family)
+        episodes = done.episodes_per_family
         folder = self.ckpt_root / version
         if folder.is_dir():  # what the sim-first gate of real arms reads
-            atomic_json(folder / "evaluation.json", {"version": version, "round": r, "per_split": done["per_split"],
-                                                      "ood": done["ood"], "episodes_per_family": episodes})
-        for split, rates in done["rates"].items():
+            atomic_json(folder / "evaluation.json", {"version": version, "round": r, "per_split": done.per_split,
+                                                      "ood": done.ood, "episodes_per_family": episodes})
+        for split, rates in done.rates.items():
             for family, rate in rates.items():
                 self.store.put_progress(r, family=family, split=split, success=float(rate),
                                         episodes=episodes[split], policy_version=version)
@@ -71,7 +73,7 @@ class EvaluateStep:
                     for s in suites}
         return suites, episodes
 
-    def _score(self, version: str, kind: str, per_family: int) -> dict[str, Any]:
+    def _score(self, version: str, kind: str, per_family: int) -> Score:
         """Return the success of ``version`` on the suites of ``kind``.
 
         Per split and family, the OOD mean, and every episode's outcome by split and scene id (what paired
@@ -85,7 +87,7 @@ class EvaluateStep:
                                  workers=max(cfg.workers, 1), embedder=self.embedder)
         per_split = {s: float(v) for s, v in result.per_split.items()}
         ood = [per_split[s] for s in OOD_SPLITS if s in per_split]
-        return {"rates": result.rates, "per_split": per_split, "ood": float(np.mean(ood)) if ood else float("nan"),
-                "episodes_per_family": episodes,
-                "outcomes": {split: {row["scene_id"]: int(row["success"]) for row in result.episodes
-                                     if row["split"] == split} for split in per_split}}
+        return Score(rates=result.rates, per_split=per_split, ood=float(np.mean(ood)) if ood else float("nan"),
+                     episodes_per_family=episodes,
+                     outcomes={split: {row["scene_id"]: int(row["success"]) for row in result.episodes
+                                       if row["split"] == split} for split in per_split})

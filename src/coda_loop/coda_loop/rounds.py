@@ -31,10 +31,11 @@ Round r >= 1:
    ``rl_stage_share`` of its episodes starting at the diagnosed stage (methods with the critic), kept only if
    it does better than before on new scenes.
 6. **evaluate**: held-out suites of every split (and the validation suites with ``validation``); success
-   per split and family goes to memory, and every episode's outcome to the step's outputs (paired comparisons).
+   per split and family goes to memory, and every episode's outcome to the step's result (paired comparisons).
 
-Every step's outputs are written to memory when the step finishes; files a step writes are complete
-before that (atomic replace), so a run killed at any moment resumes at the first unfinished step.
+Every step returns a typed result (:mod:`coda_loop.step_results`), written to memory when the step finishes;
+files a step writes are complete before that (atomic replace), so a run killed at any moment resumes at the
+first unfinished step.
 Scenes come from a scene source and the steering diagnoses from a critic, in this process or from the
 ``scene_generator`` and ``critic`` nodes (:mod:`coda_loop.sources`); episodes run on an
 :class:`~coda_loop.workers.EpisodeRunner`'s local processes and ``sim_bridge`` workers.
@@ -48,7 +49,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -60,11 +61,24 @@ from coda_loop.evaluating import EvaluateStep
 from coda_loop.files import atomic_json
 from coda_loop.fleet import Fleet
 from coda_loop.sources import Critic, InProcessScenes, SceneSource, draw_seed
+from coda_loop.step_results import (
+    STEP_RESULTS,
+    AllocationSummary,
+    DiagnoseResult,
+    EpisodesResult,
+    EvaluateResult,
+    GenerateResult,
+    ProgramsResult,
+    RealArmsRound,
+    StepResult,
+    TrainResult,
+)
 from coda_loop.training import TrainStep
 from coda_loop.workers import EpisodeRunner, run_local
 
 ROUND0_STEPS = ("train", "generate", "episodes", "diagnose", "programs", "evaluate")
 ROUND_STEPS = ("generate", "episodes", "diagnose", "programs", "train", "evaluate")
+S = TypeVar("S", bound=StepResult)
 MATCH_ATTEMPTS = 40
 """Scenes drawn for one allocation line before a scene that does not meet its conditions is accepted."""
 
@@ -88,7 +102,7 @@ def new_run_dir(root: Path | str, method: str) -> Path:
     raise RuntimeError(f"cannot create a run folder under {root}")
 
 
-def real_arms_summary(episodes: list[Any], unfinished: list[Any]) -> dict[str, Any]:
+def real_arms_summary(episodes: list[Any], unfinished: list[Any]) -> RealArmsRound:
     """Success by source (simulation vs real arms) and per robot of one batch of episodes."""
     by_source: dict[str, list[int]] = {"sim": [], "real": []}
     by_robot: dict[str, dict[str, Any]] = {}
@@ -105,9 +119,9 @@ def real_arms_summary(episodes: list[Any], unfinished: list[Any]) -> dict[str, A
         row["seconds"] += ep.steps / max(ep.control_rate_hz, 1e-6)
     for row in by_robot.values():
         row["success"] = row["successes"] / row["episodes"] if row["episodes"] else None
-    return {"by_source": {k: {"episodes": len(v), "success": float(np.mean(v)) if v else None}
-                          for k, v in by_source.items()},
-            "by_robot": by_robot}
+    return RealArmsRound(by_source={k: {"episodes": len(v), "success": float(np.mean(v)) if v else None}
+                                    for k, v in by_source.items()},
+                         by_robot=by_robot)
 
 
 class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
@@ -118,12 +132,13 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
     """
 
     def __init__(self, run_dir: Path | str, config: LoopConfig | None = None, *, node: Any | None = None,
-                 on_event: Callable[[int, str, dict[str, Any] | None], None] | None = None,
+                 on_event: Callable[[int, str, StepResult | None], None] | None = None,
                  fleet: Fleet | None = None) -> None:
         """Open (or create) the run folder; ``config`` None reads the folder's ``config.json`` (a resume).
 
         ``node``: an rclpy node through which ``sim_bridge`` workers on the domain are used. ``on_event`` is
-        called with (round, step, None) before a step runs and with (round, step, outputs) once it has finished.
+        called with (round, step, None) before a step runs and with (round, step, result) once it has finished
+        (:mod:`coda_loop.step_results`).
         ``fleet``: simulation workers and real arms (``coda run --arms``); each round gives every available arm
         its episode budget, the arms' episodes are diagnosed by the learned critic. ``scene_source`` and
         ``critic_source``: where scenes are generated and the steering diagnoses are made (:mod:`coda_loop.sources`:
@@ -158,7 +173,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         self.critic_source: Critic | None = None
         self._runner: EpisodeRunner | None = None
         self._embedder: Any = None
-        self.outputs: dict[tuple[int, str], dict[str, Any]] = {}
+        self.results: dict[tuple[int, str], StepResult] = {}
 
     # ------------------------------------------------------------------ driving
     def close(self) -> None:
@@ -189,7 +204,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         import torch
 
         for step in steps_of(r):
-            done = self.store.finished_step(r, step)
+            done = self.store.finished_step(r, STEP_RESULTS[step])
             if done is None:
                 if self.on_event is not None:
                     self.on_event(r, step, None)
@@ -198,40 +213,44 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 # whether it was resumed or shared its process with another run).
                 torch.set_num_threads(self.config.torch_threads)
                 done = getattr(self, f"_step_{step}")(r)
-                self.store.finish_step(r, step, done)
-            self.outputs[(r, step)] = done
+                self.store.finish_step(r, done)
+            self.results[(r, step)] = done
             if self.on_event is not None:
                 self.on_event(r, step, done)
 
-    def output(self, r: int, step: str) -> dict[str, Any]:
-        """Return the outputs of a finished step (from this process or, after a resume, from memory)."""
-        if (r, step) not in self.outputs:
-            done = self.store.finished_step(r, step)
+    def output(self, r: int, kind: type[S]) -> S:
+        """Return the result of round ``r``'s step ``kind.STEP`` (from this process or, after a resume, from memory)."""
+        done = self.results.get((r, kind.STEP))
+        if done is None:
+            done = self.store.finished_step(r, kind)
             if done is None:
-                raise RuntimeError(f"round {r} step {step!r} has not finished")
-            self.outputs[(r, step)] = done
-        return self.outputs[(r, step)]
+                raise RuntimeError(f"round {r} step {kind.STEP!r} has not finished")
+            self.results[(r, kind.STEP)] = done
+        if not isinstance(done, kind):
+            raise TypeError(f"round {r} step {kind.STEP!r} holds a {type(done).__name__}, not a {kind.__name__}")
+        return done
 
     def summary(self) -> dict[str, Any]:
         """Success per round and split of every finished evaluate step."""
         rows = []
         for r in range(self.config.rounds + 1):
-            done = self.store.finished_step(r, "evaluate")
+            done = self.store.finished_step(r, EvaluateResult)
             if done is not None:
-                row = {"round": r, "version": done["version"], "per_split": done["per_split"], "ood": done["ood"],
-                       "episodes_per_family": done.get("episodes_per_family")}
-                if "validation" in done:
-                    row["validation"] = {"per_split": done["validation"]["per_split"],
-                                         "ood": done["validation"]["ood"]}
-                learned = (self.store.finished_step(r, "diagnose") or {}).get("learned")
-                if learned:
-                    row["learned_critic"] = {"version": learned["version"], "agreement": learned["agreement"]}
+                row = {"round": r, "version": done.version, "per_split": done.per_split, "ood": done.ood,
+                       "episodes_per_family": done.episodes_per_family}
+                if done.validation is not None:
+                    row["validation"] = {"per_split": done.validation.per_split, "ood": done.validation.ood}
+                diagnosed = self.store.finished_step(r, DiagnoseResult)
+                if diagnosed is not None and diagnosed.learned is not None:
+                    row["learned_critic"] = {"version": diagnosed.learned.version,
+                                             "agreement": diagnosed.learned.agreement}
                 rows.append(row)
         arms = []
         for r in range(self.config.rounds + 1):
-            done = self.store.finished_step(r, "episodes")
-            if done is not None and "by_source" in done:
-                arms.append({"round": r, **{k: done[k] for k in ("by_source", "by_robot", "arm_notes")}})
+            ran = self.store.finished_step(r, EpisodesResult)
+            if ran is not None and ran.real_arms is not None:
+                arms.append({"round": r, "by_source": ran.real_arms.by_source, "by_robot": ran.real_arms.by_robot,
+                             "arm_notes": ran.real_arms.arm_notes})
         from coda_loop.provenance import code_label
 
         out = {"run_dir": str(self.run_dir), "method": self.config.method, "rounds": rows,
@@ -262,7 +281,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
 
     def current_version(self, r: int) -> str:
         """Policy version acting in round ``r``: round 0's SFT policy in round 0, else what round r - 1 trained."""
-        return str(self.output(max(r - 1, 0), "train")["version"])
+        return self.output(max(r - 1, 0), TrainResult).version
 
     def _rng(self, *keys: int) -> np.random.Generator:
         return np.random.default_rng([self.config.seed, *keys])
@@ -298,14 +317,14 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         cfg = self.config
         planner = GenerationPlanner(cfg.generation_config(), families=cfg.families)
         if r > 0 and cfg.uses_critic:
-            program_id = self.output(r - 1, "programs")["generation_program_id"]
+            program_id = self.output(r - 1, ProgramsResult).generation_program_id
             record = self.store.get("generation_program", program_id)
             if record is None:
                 raise RuntimeError(f"generation program {program_id} is not in memory")
             return record.payload
         if r > 0 and cfg.spec.generation == "failure_rate":
             outcomes = []
-            for episode_id in self.output(r - 1, "episodes")["episode_ids"]:
+            for episode_id in self.output(r - 1, EpisodesResult).episode_ids:
                 result = self.store.get("episode", episode_id).payload  # type: ignore[union-attr]
                 scene = self._scenes([result["scene_id"]])[0]
                 outcomes.append(Outcome.of(episode_id, scene, bool(result["success"])))
@@ -316,7 +335,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         self.store.put_program(r, "generation_program", data, record_id=program.program_id)
         return data
 
-    def _step_generate(self, r: int) -> dict[str, Any]:
+    def _step_generate(self, r: int) -> GenerateResult:
         from coda_critic.generation import BudgetAllocation, matches, replayed_scene, scene_params
 
         cfg = self.config
@@ -349,15 +368,14 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
             for k in range(cfg.probe_per_family):
                 (scene,) = source.generate(family, [draw_seed(self._rng(10_000, f, k))], SceneParams(split="id"), r)
                 probe_ids.append(self.store.put_scene(r, scene.to_dict(), origin="probe").record_id)
-        return {"program_id": program["program_id"], "scene_ids": scene_ids, "probe_ids": probe_ids, "unmet": unmet,
-                "families": dict(families), "replayed_scenes": replayed, "generator": source.where}
+        return GenerateResult(program_id=program["program_id"], scene_ids=scene_ids, probe_ids=probe_ids, unmet=unmet,
+                              families=dict(families), replayed_scenes=replayed, generator=source.where)
 
-    def _step_episodes(self, r: int) -> dict[str, Any]:
-        gen = self.output(r, "generate")
+    def _step_episodes(self, r: int) -> EpisodesResult:
+        gen = self.output(r, GenerateResult)
         version = self.current_version(r)
-        ids = gen["scene_ids"] + gen["probe_ids"]
-        scenes = self._scenes(ids)
-        probes = set(gen["probe_ids"])
+        scenes = self._scenes(gen.scene_ids + gen.probe_ids)
+        probes = set(gen.probe_ids)
         jobs = [(s, f"r{r:03d}-e{i:04d}") for i, s in enumerate(scenes)]
         before = dict(self.runner.remote_used)
         real = self._real_allocation(r)
@@ -370,15 +388,15 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         for ep in episodes:
             by_family.setdefault(ep.scene.family, []).append(int(ep.success))
         interventions = self._store_interventions(r)
-        out = {"version": version, "episode_ids": [ep.episode_id for ep in episodes],
-               "success": float(np.mean([ep.success for ep in episodes])) if episodes else 0.0,
-               "by_family": {f: float(np.mean(v)) for f, v in sorted(by_family.items())},
-               "remote": remote}
+        out = EpisodesResult(version=version, episode_ids=[ep.episode_id for ep in episodes],
+                             success=float(np.mean([ep.success for ep in episodes])) if episodes else 0.0,
+                             by_family={f: float(np.mean(v)) for f, v in sorted(by_family.items())}, remote=remote)
         if self.fleet.arms:
-            out.update(real_arms_summary(episodes, self.runner.unfinished))
-            out.update({"real_allocation": real, "arm_notes": dict(self.runner.arm_notes),
-                        "unfinished_ids": [ep.episode_id for ep in self.runner.unfinished],
-                        "intervention_ids": interventions})
+            out.real_arms = real_arms_summary(episodes, self.runner.unfinished)
+            out.real_arms.real_allocation = real
+            out.real_arms.arm_notes = dict(self.runner.arm_notes)
+            out.real_arms.unfinished_ids = [ep.episode_id for ep in self.runner.unfinished]
+            out.real_arms.intervention_ids = interventions
         return out
 
     def _real_allocation(self, r: int) -> dict[str, int]:
@@ -387,8 +405,8 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
 
         used: dict[str, list[float]] = {}
         for k in range(r):
-            done = self.store.finished_step(k, "episodes") or {}
-            for robot, row in done.get("by_robot", {}).items():
+            done = self.store.finished_step(k, EpisodesResult)
+            for robot, row in (done.real_arms.by_robot if done is not None and done.real_arms else {}).items():
                 total = used.setdefault(robot, [0.0, 0.0])
                 total[0] += row["episodes"] + row.get("unfinished", 0)
                 total[1] += row.get("seconds", 0.0)
@@ -408,17 +426,17 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 stored.append(key)
         return stored
 
-    def _step_programs(self, r: int) -> dict[str, Any]:
+    def _step_programs(self, r: int) -> ProgramsResult:
         from coda_critic.generation import replay_candidates
         from coda_critic.programs import plan_programs
 
         cfg = self.config
-        episodes = self.output(r, "episodes")
-        failure_rate = {f: 1.0 - s for f, s in episodes["by_family"].items()}
-        out: dict[str, Any] = {"failure_rate": failure_rate}
+        episodes = self.output(r, EpisodesResult)
+        failure_rate = {f: 1.0 - s for f, s in episodes.by_family.items()}
         if not cfg.uses_critic:
-            out["rl_family"] = max(sorted(failure_rate), key=lambda f: failure_rate[f]) if failure_rate else ""
-            return out
+            return ProgramsResult(failure_rate=failure_rate, rl_family=max(sorted(failure_rate),
+                                                                           key=lambda f: failure_rate[f])
+                                  if failure_rate else "")
         diagnoses = self._diagnoses(r)
         history: list[Any] = []
         replay: list[Any] = []
@@ -432,7 +450,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 played += [(k, d) for d in earlier]
                 if k > r - generation.rate_rounds:
                     recent += earlier
-            probes = {sid for k in range(r + 1) for sid in self.output(k, "generate")["probe_ids"]}
+            probes = {sid for k in range(r + 1) for sid in self.output(k, GenerateResult).probe_ids}
             replay = replay_candidates([(k, d) for k, d in played if d.scene_id not in probes])
         planned = plan_programs(diagnoses, r, cfg.budget, generation, families=cfg.families, history=history,
                                 replay=replay, recent=recent, sft_epochs=1, rl_env_steps=cfg.rl_env_steps)
@@ -446,9 +464,9 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
             self.store.put_program(r, "potential_program", spec.to_dict(), record_id=spec.program_id,
                                    diagnosis_ids=[spec.source_diagnosis_id] if spec.source_diagnosis_id else [])
             potentials[spec.family] = spec.program_id
-        out.update({"generation_program_id": program.program_id, "training_program_id": plan.program_id,
-                    "potentials": potentials, "rejects": len(plan.rejects),
-                    "rl_stage": planned.rl_stage, "rl_family": planned.rl_family,
-                    "allocations": [(a.kind, a.family, [f"{c.key}={c.value}" for c in a.conditions[1:]], a.count)
-                                    for a in program.allocations]})
-        return out
+        return ProgramsResult(
+            failure_rate=failure_rate, generation_program_id=program.program_id, training_program_id=plan.program_id,
+            potentials=potentials, rejects=len(plan.rejects), rl_stage=planned.rl_stage, rl_family=planned.rl_family,
+            allocations=[AllocationSummary(kind=a.kind, family=a.family, count=a.count,
+                                           conditions=[f"{c.key}={c.value}" for c in a.conditions[1:]])
+                         for a in program.allocations])

@@ -26,6 +26,7 @@ from coda_engine.episodes import SOURCE_REAL
 from coda_engine.sim.scene import Scene
 from coda_loop.config import LoopConfig
 from coda_loop.files import atomic_json
+from coda_loop.step_results import BCGate, CorrectiveStats, GenerateResult, ProgramsResult, RLResult, TrainResult
 
 NEVER = 1 << 30
 """A takeover step no episode reaches: the policy acts to the end."""
@@ -42,10 +43,10 @@ class TrainStep:
     ckpt_root: Path
     demo_dir: Path
 
-    def _step_train(self, r: int) -> dict[str, Any]:
+    def _step_train(self, r: int) -> TrainResult:
         return self._train_base() if r == 0 else self._train_round(r)
 
-    def _train_base(self) -> dict[str, Any]:
+    def _train_base(self) -> TrainResult:
         from coda_policy.data import DemoSet, collect
         from coda_policy.model import PolicyConfig
         from coda_policy.sft import SFTConfig, train_sft
@@ -71,10 +72,10 @@ class TrainStep:
             seconds = result.seconds
         self.store.put_policy_version(0, version_id=version, checkpoint_dir=self.ckpt_root / version, parent="",
                                       metrics={"trainer": "sft", "steps": cfg.base_sft_steps, "seconds": seconds})
-        return {"version": version, "demos": [demo_file.name], "new_demos": cfg.base_demos_per_family * len(
-            cfg.families), "seconds": round(seconds, 1)}
+        return TrainResult(version=version, demos=[demo_file.name],
+                           new_demos=cfg.base_demos_per_family * len(cfg.families), seconds=round(seconds, 1))
 
-    def _train_round(self, r: int) -> dict[str, Any]:
+    def _train_round(self, r: int) -> TrainResult:
         import torch
 
         from coda_policy.checkpoint import load_policy, save_checkpoint
@@ -86,9 +87,9 @@ class TrainStep:
         cfg = self.config
         start = time.time()
         parent = self.current_version(r)
-        gen = self.output(r, "generate")
+        gen = self.output(r, GenerateResult)
         net, _ = load_policy(self.ckpt_root / parent)
-        scenes = self._scenes(gen["scene_ids"])
+        scenes = self._scenes(gen.scene_ids)
         if cfg.max_new_demos:
             scenes = scenes[:cfg.max_new_demos]
         demo_file = self.demo_dir / f"r{r:03d}.npz"
@@ -97,7 +98,7 @@ class TrainStep:
             demos, corrective = self._demonstrations(r, scenes, parent)
             new = from_episodes(demos, cfg.families, self.embedder, net.cfg.max_delta)
             if corrective is not None:
-                atomic_json(corrective_file, corrective)
+                atomic_json(corrective_file, corrective.to_dict())
             if new is not None:
                 tmp = self.demo_dir / f"r{r:03d}.tmp.npz"
                 new.save(tmp)
@@ -126,31 +127,32 @@ class TrainStep:
         log.close()
         policy.net.eval()
         save_checkpoint(folder, policy.net, version, {"trainer": "loop-bc", "round": r, "parent": parent})
-        out: dict[str, Any] = {"bc_version": version, "version": version, "new_demos": new_demos,
-                               "new_steps": len(sets[-1]) if new_demos else 0,
-                               "demo_episodes": sum(s.num_episodes for s in sets), "bc_val_loss": bc_loss,
-                               "new_demo_steps": len(focus) if focus is not None else None,
-                               "focus_share": cfg.spec.focus_share if focus is not None else 0.0}
+        out = TrainResult(bc_version=version, version=version, new_demos=new_demos,
+                          new_steps=len(sets[-1]) if new_demos else 0,
+                          demo_episodes=sum(s.num_episodes for s in sets), bc_val_loss=bc_loss,
+                          new_demo_steps=len(focus) if focus is not None else None,
+                          focus_share=cfg.spec.focus_share if focus is not None else 0.0)
         if corrective_file.is_file():
-            out["corrective"] = json.loads(corrective_file.read_text())
+            out.corrective = CorrectiveStats.from_dict(json.loads(corrective_file.read_text()), str(corrective_file),
+                                                       strict=False)
         if cfg.bc_gate_episodes and cfg.finetune_steps:
-            out["bc_gate"] = gate = self._bc_gate(r, parent, version)
-            if not gate["kept"]:
-                out["version"], folder = parent, self.ckpt_root / parent
-        if out["version"] == version:
+            out.bc_gate = self._bc_gate(r, parent, version)
+            if not out.bc_gate.kept:
+                out.version, folder = parent, self.ckpt_root / parent
+        if out.version == version:
             self.store.put_policy_version(r, version_id=version, checkpoint_dir=folder, parent=parent,
                                           metrics={"trainer": "bc", "steps": cfg.finetune_steps, "val_loss": bc_loss,
-                                                   "demo_episodes": out["demo_episodes"],
-                                                   **({"bc_gate": out["bc_gate"]} if "bc_gate" in out else {})})
-        family = self.output(r, "programs").get("rl_family", "")
+                                                   "demo_episodes": out.demo_episodes,
+                                                   **({"bc_gate": out.bc_gate.to_dict()} if out.bc_gate else {})})
+        family = self.output(r, ProgramsResult).rl_family
         if cfg.rl_env_steps and family:
-            out["rl"] = rl = self._rl(r, family, folder)
-            if rl["kept"]:
-                out["version"] = rl["version"]
-        out["seconds"] = round(time.time() - start, 1)
+            out.rl = self._rl(r, family, folder)
+            if out.rl.kept:
+                out.version = out.rl.version
+        out.seconds = round(time.time() - start, 1)
         return out
 
-    def _demonstrations(self, r: int, scenes: list[Scene], version: str) -> tuple[list[Any], dict[str, Any] | None]:
+    def _demonstrations(self, r: int, scenes: list[Scene], version: str) -> tuple[list[Any], CorrectiveStats | None]:
         """Return one demonstration per scene (episodes with observations and actions) and corrective statistics.
 
         Without corrective demonstrations every scene is demonstrated by the expert from its start. With them, a
@@ -177,15 +179,14 @@ class TrainStep:
                               strict=True))
         recovered = [d for i, d in demos.items() if takeovers[scenes[i].scene_id][1] != RELABELLED_SUCCESS]
         relabelled = [d for i, d in demos.items() if takeovers[scenes[i].scene_id][1] == RELABELLED_SUCCESS]
-        stats = {"failed_scenes": sum(mode != RELABELLED_SUCCESS for _, _, (_, mode) in jobs),
-                 "recovered": len(recovered),
-                 "relabelled_successes": len(relabelled), "expert_from_start": len(rest),
-                 "by_mode": dict(sorted(modes.items())),
-                 "takeover_steps": [int(d.takeover) for d in recovered],
-                 "corrective_steps": int(sum(len(d.actions) for d in recovered)),
-                 "relabelled_steps": int(sum(len(d.actions) for d in relabelled)),
-                 "margin": cfg.corrective_margin, "relabel": cfg.corrective_relabel,
-                 "beside_start": cfg.corrective_beside_start}
+        stats = CorrectiveStats(failed_scenes=sum(mode != RELABELLED_SUCCESS for _, _, (_, mode) in jobs),
+                                recovered=len(recovered), relabelled_successes=len(relabelled),
+                                expert_from_start=len(rest), by_mode=dict(sorted(modes.items())),
+                                takeover_steps=[int(d.takeover) for d in recovered],
+                                corrective_steps=int(sum(len(d.actions) for d in recovered)),
+                                relabelled_steps=int(sum(len(d.actions) for d in relabelled)),
+                                margin=cfg.corrective_margin, relabel=cfg.corrective_relabel,
+                                beside_start=cfg.corrective_beside_start)
         out = []
         for i in range(len(scenes)):  # scene order; a scene's demonstration from the start first
             out += [d for d in (from_start.get(i), demos.get(i)) if d is not None]
@@ -230,7 +231,7 @@ class TrainStep:
                                            relabel(m)) for s, (t, m) in jobs]
         return [f.result() for f in futures]
 
-    def _bc_gate(self, r: int, parent: str, version: str) -> dict[str, Any]:
+    def _bc_gate(self, r: int, parent: str, version: str) -> BCGate:
         """Score the round's BC update and the policy it started from on the same new ``id`` scenes, per family."""
         from coda_engine.sim.generator import generate
         from coda_engine.sim.scene import SceneParams
@@ -245,22 +246,23 @@ class TrainStep:
             rates[name] = {family: float(np.mean([e.success for s, e in zip(scenes, episodes, strict=True)
                                                   if s.family == family])) for family in cfg.families}
         before, after = (float(np.mean(list(rates[n].values()))) for n in (parent, version))
-        return {"before": before, "after": after, "kept": after >= before - cfg.bc_gate_tolerance,
-                "per_family_before": rates[parent], "per_family_after": rates[version],
-                "episodes_per_family": cfg.bc_gate_episodes}
+        return BCGate(before=before, after=after, kept=after >= before - cfg.bc_gate_tolerance,
+                      per_family_before=rates[parent], per_family_after=rates[version],
+                      episodes_per_family=cfg.bc_gate_episodes)
 
-    def _rl(self, r: int, family: str, init_from: Path) -> dict[str, Any]:
+    def _rl(self, r: int, family: str, init_from: Path) -> RLResult:
         from coda_policy.rl import RLConfig, train_rl
 
         cfg = self.config
         program = ""
-        programs = self.output(r, "programs").get("potentials", {})
+        planned = self.output(r, ProgramsResult)
+        programs = planned.potentials
         if cfg.uses_potentials and family in programs:
             program = self.store.get("potential_program", programs[family]).payload["source"]  # type: ignore[union-attr]
         version = f"r{r:03d}-rl"
         n_envs, n_steps = 8, 32
         rollouts = max(1, -(-cfg.rl_env_steps // (n_envs * n_steps)))
-        stage = int(self.output(r, "programs").get("rl_stage", 0)) if cfg.rl_stage_share > 0 else 0
+        stage = planned.rl_stage if cfg.rl_stage_share > 0 else 0
         rl_cfg = RLConfig(family=family, program=program, shaping=cfg.uses_potentials, n_envs=n_envs, n_steps=n_steps,
                           start_stage=stage, start_stage_share=cfg.rl_stage_share,
                           total_env_steps=cfg.rl_env_steps, init_from=str(init_from),
@@ -276,7 +278,6 @@ class TrainStep:
                                           metrics={"trainer": "ppo", "family": family, "shaped": cfg.uses_potentials,
                                                    "env_steps": result.env_steps, "success_before": before,
                                                    "success_after": after})
-        return {"version": version, "family": family, "shaped": bool(program) or cfg.uses_potentials,
-                "start_stage": stage,
-                "program": program.splitlines()[0] if program else "", "success_before": before,
-                "success_after": after, "kept": kept, "seconds": round(result.seconds, 1)}
+        return RLResult(version=version, family=family, shaped=bool(program) or cfg.uses_potentials,
+                        start_stage=stage, program=program.splitlines()[0] if program else "",
+                        success_before=before, success_after=after, kept=kept, seconds=round(result.seconds, 1))

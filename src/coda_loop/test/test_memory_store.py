@@ -26,6 +26,15 @@ from coda_engine.text_embedding import TextEmbedder
 from coda_loop.memory import KINDS, MemoryQueryError, MemoryRecord, MemoryStore, parse_uri
 from coda_loop.memory import records as memory_records
 from coda_loop.memory import schema as memory_schema
+from coda_loop.step_results import (
+    AllocationSummary,
+    EpisodesResult,
+    GenerateResult,
+    ProgramsResult,
+    RLResult,
+    StepResultError,
+    TrainResult,
+)
 
 
 @pytest.fixture(scope="module")
@@ -127,11 +136,11 @@ def test_a_v1_memory_gets_run_starts_and_keeps_its_records(
         with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
             assert memory.schema_version == 1
             memory.put_critic_version(0, version_id="c1", backend="grounded", info={})
-            memory.finish_step(0, "train", {"version": "r000-sft"})
+            memory.finish_step(0, TrainResult(version="r000-sft"))
     with MemoryStore(tmp_path / "memory.db", embedder=embedder) as memory:
         assert memory.schema_version == 2 and memory.starts() == []
         assert memory.get("critic_version", "c1") is not None
-        assert memory.finished_step(0, "train") == {"version": "r000-sft"}
+        assert memory.finished_step(0, TrainResult) == TrainResult(version="r000-sft")
         assert memory.record_start(0, {"commit": "a" * 40, "dirty": False}) == 1
         assert memory.record_start(3, {"commit": "b" * 40, "dirty": True}) == 2
         starts = memory.starts()
@@ -289,17 +298,64 @@ def test_bad_writes_name_the_problem(store: MemoryStore, recorded: Any) -> None:
     assert store.last_sequence() == 0, "a rejected write left an event"
 
 
+def _generated(n: int) -> GenerateResult:
+    return GenerateResult(program_id="gp", scene_ids=[f"s{i}" for i in range(n)], probe_ids=["p"])
+
+
 def test_loop_steps_survive_reopening(store: MemoryStore, embedder: TextEmbedder) -> None:
-    store.finish_step(0, "generate", {"scenes": 4})
-    store.finish_step(0, "episodes", {"episodes": ["a", "b"]})
-    store.finish_step(1, "generate", {"scenes": 5})
-    store.finish_step(0, "generate", {"scenes": 6})
-    assert store.finished_step(0, "generate") == {"scenes": 6}
-    assert store.finished_step(1, "train") is None
+    store.finish_step(0, _generated(4))
+    ran = EpisodesResult(version="r000-sft", episode_ids=["a", "b"], success=0.5, by_family={"push": 0.5})
+    store.finish_step(0, ran)
+    store.finish_step(1, _generated(5))
+    store.finish_step(0, _generated(6))
+    assert store.finished_step(0, GenerateResult) == _generated(6)
+    assert store.finished_step(1, TrainResult) is None
     store.close()
     with MemoryStore(store.path, embedder=embedder) as reopened:
         assert reopened.finished_steps() == [(0, "episodes"), (1, "generate"), (0, "generate")]
-        assert reopened.finished_step(0, "episodes") == {"episodes": ["a", "b"]}
+        assert reopened.finished_step(0, EpisodesResult) == ran
+
+
+def test_a_step_result_is_read_back_as_written_and_a_bad_one_is_named(store: MemoryStore) -> None:
+    """Typed step results: only results are stored; an unreadable stored one names its round, step and field."""
+    with pytest.raises(ValueError, match="takes a step result"):
+        store.finish_step(0, {"version": "r000-sft"})  # type: ignore[arg-type]
+    store.finish_step(2, TrainResult(version="r002-bc", rl=RLResult(version="r002-rl", family="push", shaped=True)))
+    assert store.finished_step(2, TrainResult).rl == RLResult(version="r002-rl", family="push", shaped=True)
+    with store._write() as conn:  # a record written by newer code, and one with a field this code does not know
+        conn.execute("UPDATE loop_steps SET outputs = ? WHERE round = 2",
+                     (json.dumps({"version": "v", "schema": TrainResult.SCHEMA + 1}),))
+    with pytest.raises(StepResultError, match=r"round 2 step 'train': written with schema 2, this code reads up to 1"):
+        store.finished_step(2, TrainResult)
+    with store._write() as conn:
+        conn.execute("UPDATE loop_steps SET outputs = ? WHERE round = 2",
+                     (json.dumps({"version": "v", "schema": 1, "rl": {"version": "x", "family": "push",
+                                                                        "shaped": True, "epochs": 3}}),))
+    with pytest.raises(StepResultError, match=r"round 2 step 'train'.rl: unknown field\(s\) \['epochs'\]"):
+        store.finished_step(2, TrainResult)
+
+
+def test_step_results_of_runs_before_typed_results_are_migrated(store: MemoryStore) -> None:
+    """Schema 0 (no ``schema`` key): extra fields dropped, old layouts moved to the current one."""
+    old = {
+        ("programs", 0): {"failure_rate": {"push": 0.5}, "rl_family": "push", "generation_program_id": "gp-1",
+                          "allocations": [["targeted", "push", ["lighting=dim"], 3]], "note": "dropped"},
+        ("episodes", 1): {"version": "r000-sft", "episode_ids": ["e"], "success": 1.0, "by_family": {"push": 1.0},
+                          "by_source": {"real": {"episodes": 1, "success": 1.0}}, "by_robot": {},
+                          "arm_notes": {"panda": "ok"}, "unfinished_ids": []},
+    }
+    with store._write() as conn:
+        for (step, r), body in old.items():
+            conn.execute("INSERT INTO loop_steps VALUES (?, ?, ?, ?)", (r, step, json.dumps(body), 0.0))
+    programs = store.finished_step(0, ProgramsResult)
+    assert programs.allocations == [AllocationSummary(kind="targeted", family="push", conditions=["lighting=dim"],
+                                                      count=3)]
+    assert programs.generation_program_id == "gp-1" and programs.rejects == 0
+    episodes = store.finished_step(1, EpisodesResult)
+    assert episodes.real_arms is not None and episodes.real_arms.arm_notes == {"panda": "ok"}
+    assert episodes.real_arms.by_source["real"]["episodes"] == 1 and episodes.remote == {}
+    store.finish_step(1, episodes)  # written again: the current schema, read strictly
+    assert store.finished_step(1, EpisodesResult) == episodes
 
 
 # ---------------------------------------------------------------- retrieval

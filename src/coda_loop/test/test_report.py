@@ -30,6 +30,7 @@ from coda_loop.report import svg
 from coda_loop.report.data import ReportData
 from coda_loop.report.experiment import ExperimentInputError, render_experiment
 from coda_loop.report.html import render
+from coda_loop.step_results import EvaluateResult
 
 SCRIPT = "<script>alert('memory')</script>"
 """Put in front of one diagnosis explanation: the page must show it as text."""
@@ -133,7 +134,9 @@ def build_run(run_dir: Path) -> dict[str, Any]:
                 parent=f"v{rnd - 1}" if rnd else "",
                 metrics={"success_id": 0.5 * rnd},
             )
-            store.finish_step(rnd, "evaluate", {"progress_rows": 4})
+            store.finish_step(rnd, EvaluateResult(version=f"v{rnd}", rates={"id": {"push": 0.5}},
+                                                  per_split={"id": 0.5}, ood=float("nan"),
+                                                  episodes_per_family={"id": 4}))
             history += diagnoses
     finally:
         store.close()

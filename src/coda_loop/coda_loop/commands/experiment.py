@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from coda_loop.config import METHODS, OOD_SPLITS, PRESETS, SPLITS, LoopConfig
+from coda_loop.step_results import EvaluateResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,10 +124,12 @@ def last_outcomes(run_dir: Path, rounds: int) -> dict[str, Any]:
     from coda_loop.memory import MemoryStore
 
     with MemoryStore(run_dir / "memory.db") as store:
-        done = store.finished_step(rounds, "evaluate") or {}
-    out = {"test": done.get("outcomes", {})}
-    if "validation" in done:
-        out["validation"] = done["validation"].get("outcomes", {})
+        done = store.finished_step(rounds, EvaluateResult)
+    if done is None:
+        return {"test": {}}
+    out: dict[str, Any] = {"test": done.outcomes}
+    if done.validation is not None:
+        out["validation"] = done.validation.outcomes
     return out
 
 

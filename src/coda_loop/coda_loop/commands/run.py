@@ -23,6 +23,7 @@ from typing import Any
 
 from coda_loop.config import METHODS
 from coda_loop.ros.graph import DISCOVERY_WAIT_S
+from coda_loop.step_results import DiagnoseResult, EpisodesResult, EvaluateResult, StepResult, TrainResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,7 +131,7 @@ def _printer(quiet: bool) -> Any:
 
     bars: dict[int, Any] = {}
 
-    def on_event(r: int, step: str, out: dict[str, Any] | None) -> None:
+    def on_event(r: int, step: str, out: StepResult | None) -> None:
         if quiet:
             return
         bar = bars.get(r)
@@ -141,19 +142,19 @@ def _printer(quiet: bool) -> Any:
             bar.set_description(f"round {r} {step}")
             return
         bar.update(1)
-        if step == "episodes":
-            real = out.get("by_source", {}).get("real", {})
-            bar.set_postfix_str(f"episodes {out['success']:.0%}" + (
+        if isinstance(out, EpisodesResult):
+            real = out.real_arms.by_source.get("real", {}) if out.real_arms else {}
+            bar.set_postfix_str(f"episodes {out.success:.0%}" + (
                 f" (real arms {real['success']:.0%} of {real['episodes']})" if real.get("episodes") else ""))
-        elif step == "diagnose" and "failures" in out:
-            agree = out.get("learned", {}).get("agreement", {}).get("failure_mode")
-            bar.set_postfix_str(f"{out['failures']} failures diagnosed"
+        elif isinstance(out, DiagnoseResult) and not out.skipped:
+            agree = out.learned.agreement.get("failure_mode") if out.learned else None
+            bar.set_postfix_str(f"{out.failures} failures diagnosed"
                                 + ("" if agree is None else f", learned critic agrees on {agree:.0%}"))
-        elif step == "train":
-            bar.set_postfix_str(f"policy {out['version']}")
-        elif step == "evaluate":
-            rates = " ".join(f"{s} {v:.0%}" for s, v in out["per_split"].items())
-            bar.set_postfix_str(f"{rates} | OOD {out['ood']:.0%}")
+        elif isinstance(out, TrainResult):
+            bar.set_postfix_str(f"policy {out.version}")
+        elif isinstance(out, EvaluateResult):
+            rates = " ".join(f"{s} {v:.0%}" for s, v in out.per_split.items())
+            bar.set_postfix_str(f"{rates} | OOD {out.ood:.0%}")
             bar.close()
 
     return on_event

@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The run's own bookkeeping: finished loop steps (what ``--resume`` skips) and every start with its code.
 
+A finished step is stored with its typed result (:mod:`coda_loop.step_results`) and read back as that type.
+
 Pure: no rclpy.
 """
 
@@ -9,27 +11,36 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TypeVar
 
 from coda_loop.memory.records import RecordFile, check_round, to_json
+from coda_loop.step_results import StepResult
+
+S = TypeVar("S", bound=StepResult)
 
 
 class RunRecords(RecordFile):
     """Finished steps and starts of the run (part of :class:`~coda_loop.memory.store.MemoryStore`)."""
 
-    def finish_step(self, round: int, step: str, outputs: dict) -> None:
-        """Mark ``(round, step)`` finished with its outputs (a later call for the same step replaces them)."""
+    def finish_step(self, round: int, result: StepResult) -> None:
+        """Mark ``(round, result.STEP)`` finished with its result (a later call for the same step replaces it)."""
         round = check_round(round)
-        if not step:
-            raise ValueError("step must be a non-empty string")
-        text = to_json(outputs, f"outputs of step {step!r}")
+        if not isinstance(result, StepResult):
+            raise ValueError(f"finish_step takes a step result (coda_loop.step_results), got {type(result).__name__}")
+        text = to_json(result.to_dict(), f"result of step {result.STEP!r}")
         with self._write() as conn:
-            conn.execute("INSERT OR REPLACE INTO loop_steps VALUES (?, ?, ?, ?)", (round, step, text, time.time()))
+            conn.execute("INSERT OR REPLACE INTO loop_steps VALUES (?, ?, ?, ?)",
+                         (round, result.STEP, text, time.time()))
 
-    def finished_step(self, round: int, step: str) -> dict | None:
-        """Return the outputs of a finished step, or None."""
+    def finished_step(self, round: int, kind: type[S]) -> S | None:
+        """Return the result of step ``kind.STEP`` of ``round`` read as ``kind`` (any stored schema), or None.
+
+        ``StepResultError`` names the round and step when the stored result does not fit ``kind``.
+        """
         with self._read() as conn:
-            row = conn.execute("SELECT outputs FROM loop_steps WHERE round = ? AND step = ?", (round, step)).fetchone()
-        return None if row is None else json.loads(row[0])
+            row = conn.execute("SELECT outputs FROM loop_steps WHERE round = ? AND step = ?",
+                               (round, kind.STEP)).fetchone()
+        return None if row is None else kind.read(json.loads(row[0]), f"round {round} step {kind.STEP!r}")
 
     def finished_steps(self) -> list[tuple[int, str]]:
         """Return every finished (round, step), in the order they finished."""

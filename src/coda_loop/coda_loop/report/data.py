@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coda_loop.step_results import DiagnoseResult, EpisodesResult
+
 SPLIT_ORDER: tuple[str, ...] = ("id", "position", "instruction", "object", "distractor")
 """Splits in display order (``id`` is in distribution, the others are OOD)."""
 RECORD_KINDS: tuple[str, ...] = (
@@ -147,11 +149,14 @@ def collect(store: Any, title: str = "") -> ReportData:
     data.critic_versions = _items(all_records(store, "critic_version"))
     data.finished_steps = list(store.finished_steps())
     for rnd, step in data.finished_steps:
-        done = store.finished_step(rnd, step) or {} if step in ("diagnose", "episodes") else {}
-        if done.get("learned"):
-            data.critic_agreement.append((int(rnd), done["learned"]))
-        if "by_source" in done:
-            data.arms.append((int(rnd), done))
+        if step == DiagnoseResult.STEP:
+            diagnosed = store.finished_step(rnd, DiagnoseResult)
+            if diagnosed is not None and diagnosed.learned is not None:
+                data.critic_agreement.append((int(rnd), diagnosed.learned.to_dict()))
+        elif step == EpisodesResult.STEP:
+            ran = store.finished_step(rnd, EpisodesResult)
+            if ran is not None and ran.real_arms is not None:
+                data.arms.append((int(rnd), ran.real_arms.to_dict()))
     data.interventions = _items(all_records(store, "intervention"))
     data.starts = list(store.starts())
     return data

@@ -92,7 +92,8 @@ def main(args: list[str] | None = None) -> None:
             refuse_second_loop(node, node.discovery_wait)
         loop = CoevolutionLoop(node.run_dir, node.config(), node=node,
                                on_event=lambda r, step, out: node.get_logger().info(
-                                   f"round {r} {step}: " + ("started" if out is None else json.dumps(out)[:300])))
+                                   f"round {r} {step}: "
+                                   + ("started" if out is None else json.dumps(out.to_dict())[:300])))
         use_nodes(loop, node.generator_service, node.critic_service)
         if loop.config.workers == 0:
             import time
