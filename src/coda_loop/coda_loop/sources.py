@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Where the loop's scenes and diagnoses come from: this process, or a node of the ROS domain.
 
-The generate step asks a :class:`SceneSource` for the scene of each seed it draws, and the diagnose step asks a
-:class:`Critic` to diagnose the round's episodes. Each has two implementations with the same results:
+The generate step (and the train step's BC gate) asks a :class:`SceneSource` for the scene of each seed it draws,
+and the diagnose step asks a :class:`Critic` to diagnose the round's episodes. Each has two implementations with
+the same results:
 
 ===============  ===========================================  ==================================================
 piece            in-process (``coda run``, no DDS round trip)  over ROS 2 (:mod:`coda_loop.ros.remote`)
@@ -18,7 +19,9 @@ episode runner   :class:`coda_loop.workers.EpisodeRunner`'s     the same runner'
 
 Both scene sources end in :func:`coda_engine.sim.generator.scenes_of_seeds`, and both critics in the same
 ``diagnose`` of the critic package, so a run gives the same scenes and diagnoses in either deployment. The memory
-is the run folder's SQLite file, written by the loop and served to the domain by the ``memory`` node.
+is the run folder's SQLite file, written by the loop and served to the domain by the ``memory`` node. PPO's
+environments draw their scenes inside the trainer (:mod:`coda_policy.rl`: a new scene at every environment reset,
+thousands per round, where a service round trip each would cost more than the scene).
 Pure module: no rclpy.
 """
 

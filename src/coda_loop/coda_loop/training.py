@@ -42,6 +42,7 @@ class TrainStep:
     run_dir: Path
     ckpt_root: Path
     demo_dir: Path
+    scene_source: Any
 
     def _step_train(self, r: int) -> TrainResult:
         return self._train_base() if r == 0 else self._train_round(r)
@@ -232,14 +233,17 @@ class TrainStep:
         return [f.result() for f in futures]
 
     def _bc_gate(self, r: int, parent: str, version: str) -> BCGate:
-        """Score the round's BC update and the policy it started from on the same new ``id`` scenes, per family."""
-        from coda_engine.sim.generator import generate
+        """Score the round's BC update and the policy it started from on the same new ``id`` scenes, per family.
+
+        The scenes come from the run's scene source, like the generate step's.
+        """
         from coda_engine.sim.scene import SceneParams
+        from coda_loop.sources import draw_seed
 
         cfg = self.config
         rng = self._rng(r, 7)
-        scenes = [generate(family, rng, SceneParams(split="id")) for family in cfg.families
-                  for _ in range(cfg.bc_gate_episodes)]
+        scenes = [scene for family in cfg.families for scene in self.scene_source.generate(
+            family, [draw_seed(rng) for _ in range(cfg.bc_gate_episodes)], SceneParams(split="id"), r)]
         rates = {}
         for name in (parent, version):
             episodes = self._local_episodes(scenes, name, f"r{r:03d}-gate-{name}")
