@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from coda_engine.sim.generator import generate
+from coda_engine.sim.generator import draw_seed, generate
 from coda_engine.sim.scene import SceneParams
 from coda_loop.config import FAMILIES
-from coda_loop.sources import InProcessScenes, draw_seed
+from coda_loop.sources import InProcessScenes
 
 
 def _scene_jobs(count: int, seed: int) -> list[tuple[str, int]]:

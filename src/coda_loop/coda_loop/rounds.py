@@ -60,7 +60,7 @@ from coda_loop.diagnosing import DiagnoseStep
 from coda_loop.evaluating import EvaluateStep
 from coda_loop.files import atomic_json
 from coda_loop.fleet import Fleet
-from coda_loop.sources import Critic, InProcessScenes, SceneSource, draw_seed
+from coda_loop.sources import Critic, InProcessScenes, SceneSource
 from coda_loop.step_results import (
     STEP_RESULTS,
     AllocationSummary,
@@ -337,6 +337,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
 
     def _step_generate(self, r: int) -> GenerateResult:
         from coda_critic.generation import BudgetAllocation, matches, replayed_scene, scene_params
+        from coda_engine.sim.generator import draw_seed
 
         cfg = self.config
         source = self.scene_source

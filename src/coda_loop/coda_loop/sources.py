@@ -63,7 +63,3 @@ class InProcessScenes:
 
         return scenes_of_seeds(family, seeds, params, round_index)
 
-
-def draw_seed(rng: Any) -> int:
-    """Draw a scene seed from ``rng`` (as ``coda_engine.sim.generator.generate`` does)."""
-    return int(rng.integers(0, 2**63 - 1))

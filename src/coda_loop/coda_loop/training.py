@@ -237,8 +237,8 @@ class TrainStep:
 
         The scenes come from the run's scene source, like the generate step's.
         """
+        from coda_engine.sim.generator import draw_seed
         from coda_engine.sim.scene import SceneParams
-        from coda_loop.sources import draw_seed
 
         cfg = self.config
         rng = self._rng(r, 7)

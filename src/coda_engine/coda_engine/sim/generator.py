@@ -367,10 +367,14 @@ def default_generator() -> Generator:
     return _DEFAULT
 
 
+def draw_seed(rng: np.random.Generator) -> int:
+    """Draw a scene seed from ``rng``: what ``generate`` and the loop's generate step pass to ``generate_seeded``."""
+    return int(rng.integers(0, 2**63 - 1))
+
+
 def generate(family: str, rng: np.random.Generator, params: SceneParams | None = None, **kwargs: object) -> Scene:
     """Return a valid scene of ``family``; the scene seed is drawn from ``rng`` (keywords as ``generate_seeded``)."""
-    seed = int(rng.integers(0, 2**63 - 1))
-    return default_generator().generate_seeded(family, seed, params or SceneParams(), **kwargs)  # type: ignore[arg-type]
+    return default_generator().generate_seeded(family, draw_seed(rng), params or SceneParams(), **kwargs)  # type: ignore[arg-type]
 
 
 def generate_seeded(family: str, seed: int, params: SceneParams | None = None, **kwargs: object) -> Scene:
@@ -387,4 +391,4 @@ def scenes_of_seeds(family: str, seeds: Sequence[int], params: SceneParams, roun
     return [generate_seeded(family, int(seed), params, round_index=round_index) for seed in seeds]
 
 
-__all__ = ["Generator", "generate", "generate_seeded", "mujoco", "scenes_of_seeds"]
+__all__ = ["Generator", "draw_seed", "generate", "generate_seeded", "mujoco", "scenes_of_seeds"]
