@@ -6,8 +6,11 @@
     embedder = TextEmbedder()                  # loads the model on first use (about 10 s), never downloads
     vectors = embedder.embed(["touch the red cube"])   # (1, 384) float32, unit length
 
-One process-wide model; an in-memory cache per string, and an optional on-disk cache (``.npz``) that
-survives restarts. Pure module: no rclpy.
+One process-wide model; an in-memory cache per string and torch thread count, and an optional on-disk cache
+(``.npz``) that survives restarts. The thread count is part of the key because MiniLM's vector of a string
+differs in its last bits (about 1e-7) between thread counts: a vector computed at 2 threads is never handed to a
+caller computing at 1, so what a process embedded earlier at another setting cannot change a run's numbers.
+Pure module: no rclpy.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def _model() -> object:
 
 @dataclass
 class TextEmbedder:
-    """Embeds strings with MiniLM; every distinct string is encoded once."""
+    """Embeds strings with MiniLM; every distinct string is encoded once per torch thread count."""
 
     cache_file: Path | None = None
     """Optional ``.npz`` file the cache is loaded from and saved to (:meth:`save`)."""
@@ -49,16 +52,19 @@ class TextEmbedder:
     (about 20 ms per string on one core instead of about 5)."""
 
     def __post_init__(self) -> None:
-        """Load the on-disk cache if there is one."""
-        self._cache: dict[str, np.ndarray] = {}
+        """Load the on-disk cache if there is one (a file without thread counts: at this process's count)."""
+        self._cache: dict[tuple[int, str], np.ndarray] = {}
         if self.cache_file is not None and Path(self.cache_file).exists():
             with np.load(self.cache_file, allow_pickle=False) as data:
-                for text, vector in zip(data["texts"].tolist(), data["vectors"], strict=True):
-                    self._cache[str(text)] = vector.astype(np.float32)
+                texts = data["texts"].tolist()
+                threads = data["threads"].tolist() if "threads" in data.files else [_threads()] * len(texts)
+                for count, text, vector in zip(threads, texts, data["vectors"], strict=True):
+                    self._cache[(int(count), str(text))] = vector.astype(np.float32)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Return (len(texts), 384) float32 unit vectors, encoding only strings not seen before."""
-        missing = sorted({t for t in texts if t not in self._cache})
+        """Return (len(texts), 384) float32 unit vectors, encoding only strings not seen at this thread count."""
+        threads = _threads()
+        missing = sorted({t for t in texts if (threads, t) not in self._cache})
         if missing:
             vectors = _model().encode(
                 missing,
@@ -68,10 +74,10 @@ class TextEmbedder:
                 show_progress_bar=False,
             )
             for text, vector in zip(missing, np.asarray(vectors, dtype=np.float32), strict=True):
-                self._cache[text] = vector
+                self._cache[(threads, text)] = vector
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts]).astype(np.float32, copy=False)
+        return np.stack([self._cache[(threads, t)] for t in texts]).astype(np.float32, copy=False)
 
     def embed_one(self, text: str) -> np.ndarray:
         """Return the (384,) embedding of one string."""
@@ -84,14 +90,22 @@ class TextEmbedder:
         path = Path(self.cache_file)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp.npz")
-        texts = list(self._cache)
+        keys = list(self._cache)
         np.savez(
             tmp,
-            texts=np.asarray(texts, dtype=str),
-            vectors=np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, EMBEDDING_DIM)),
+            texts=np.asarray([text for _, text in keys], dtype=str),
+            threads=np.asarray([count for count, _ in keys], dtype=np.int64),
+            vectors=np.stack([self._cache[k] for k in keys]) if keys else np.zeros((0, EMBEDDING_DIM)),
         )
         tmp.replace(path)
 
     def __len__(self) -> int:
-        """Return the number of cached strings."""
+        """Return the number of cached vectors (a string embedded at two thread counts counts twice)."""
         return len(self._cache)
+
+
+def _threads() -> int:
+    """Return the torch intra-op thread count the model would compute with now."""
+    import torch
+
+    return int(torch.get_num_threads())

@@ -33,3 +33,27 @@ def test_one_string_per_call_gives_vectors_that_do_not_depend_on_what_came_befor
     earlier = TextEmbedder(batch_size=1)
     earlier.embed(texts[:10])
     assert np.array_equal(earlier.embed(texts), fresh)  # bit for bit
+
+
+def test_a_vector_cached_at_one_thread_count_is_not_handed_out_at_another(tmp_path: Path) -> None:
+    """MiniLM's vectors differ in their last bits between torch thread counts: the cache keys on the count too."""
+    import torch
+
+    text = "push the red cube to the green square"
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = TextEmbedder(batch_size=1).embed_one(text)
+        torch.set_num_threads(2)
+        shared = TextEmbedder(batch_size=1, cache_file=tmp_path / "cache.npz")
+        two = shared.embed_one(text)
+        assert not np.array_equal(one, two), "this check needs a string whose vector depends on the thread count"
+        torch.set_num_threads(1)
+        assert np.array_equal(shared.embed_one(text), one) and len(shared) == 2  # computed again, at 1 thread
+        shared.save()
+        reloaded = TextEmbedder(batch_size=1, cache_file=tmp_path / "cache.npz")
+        assert len(reloaded) == 2 and np.array_equal(reloaded.embed_one(text), one)
+        torch.set_num_threads(2)
+        assert np.array_equal(reloaded.embed_one(text), two) and len(reloaded) == 2  # both came from the file
+    finally:
+        torch.set_num_threads(before)

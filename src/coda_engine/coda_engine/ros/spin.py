@@ -31,6 +31,11 @@ SPIN_SLICE_S = 0.1
 DRAIN_TIMEOUT_S = 6.0
 """How long a stopping node waits for its in-flight work (an episode) to end, s. ``ros2 launch`` sends SIGKILL
 10 s after its SIGINT."""
+RESULT_SETTLE_S = 0.5
+"""After its in-flight work has ended, a stopping node spins this long more, s, before it is destroyed: an action
+server sends a finished goal's result from an executor task it schedules only after the execute callback has
+returned, so destroying the node at once could drop the last episode's result ("Failed to send result
+response")."""
 
 
 class InFlight:
@@ -76,8 +81,8 @@ def run_node(
 
     It stops on the first SIGINT or SIGTERM (:func:`stop_on_first_signal`) or when the ROS context is shut
     down. Then the node's in-flight work (``in_flight(node)``, see :class:`InFlight`) is asked to stop and
-    awaited while the executor keeps spinning, ``on_exit(node)`` runs (also after an error), the node is
-    destroyed and the context shut down.
+    awaited while the executor keeps spinning (and ``RESULT_SETTLE_S`` more, so the results of the goals it ended
+    are sent), ``on_exit(node)`` runs (also after an error), the node is destroyed and the context shut down.
     """
     stop = stop_on_first_signal()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
@@ -92,6 +97,9 @@ def run_node(
             work.stopping.set()
             end = time.monotonic() + DRAIN_TIMEOUT_S
             while work.busy and node.context.ok() and time.monotonic() < end:
+                executor.spin_once(timeout_sec=0.05)
+            settled = time.monotonic() + RESULT_SETTLE_S
+            while node.context.ok() and time.monotonic() < settled:
                 executor.spin_once(timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
