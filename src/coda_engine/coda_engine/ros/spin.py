@@ -38,6 +38,16 @@ returned, so destroying the node at once could drop the last episode's result ("
 response")."""
 
 
+class StopSignal(KeyboardInterrupt):
+    """What a node's ``on_first`` raises in work that does not spin: a ``KeyboardInterrupt`` of its own type.
+
+    Code that stops on ``KeyboardInterrupt`` stops on it too. Its own type matters at exit: CPython remembers a
+    plain ``KeyboardInterrupt`` raised while it evaluates code for a C extension (``PyRun_*``), even one caught
+    later, and then ends a process that finished cleanly by killing itself with SIGINT (exit status -2); it
+    compares the exception's type exactly, so a subclass leaves the exit status to the node.
+    """
+
+
 class InFlight:
     """Work of a node that runs across callbacks of a multi-threaded executor (episodes) and must end first.
 

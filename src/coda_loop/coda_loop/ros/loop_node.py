@@ -26,7 +26,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from coda_engine.ros.spin import shutdown_context, stop_on_first_signal
+from coda_engine.ros.spin import StopSignal, shutdown_context, stop_on_first_signal
 from coda_loop.config import LoopConfig
 from coda_loop.ros.graph import DISCOVERY_WAIT_S, refuse_second_loop
 from coda_loop.ros.remote import use_nodes
@@ -78,7 +78,7 @@ def main(args: list[str] | None = None) -> None:
 
     def interrupt(signum: int) -> None:
         if running[0]:  # once the run is closing, a signal changes nothing
-            raise KeyboardInterrupt
+            raise StopSignal
 
     # The signal stops the work where it is and the clean-up below still has its ROS context (rclpy's own
     # handlers would shut it down first); the loop's waits for episodes are short, so it stops within 0.1 s.
