@@ -23,6 +23,7 @@ Pure module: no rclpy, no torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -55,6 +56,12 @@ def _part_type(hint: Any) -> type[Part] | None:
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
         return _part_type(args[0])
     return None
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """Return the resolved field types of a part class (resolved once per class, not per record read)."""
+    return typing.get_type_hints(cls)
 
 
 def _read(hint: Any, value: Any, where: str, strict: bool) -> Any:
@@ -92,7 +99,7 @@ class Part:
         unknown = sorted(set(data) - set(known))
         if unknown and strict:
             raise StepResultError(f"{where}: unknown field(s) {unknown}")
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         kwargs = {}
         for name, f in known.items():
             if name not in data:
