@@ -109,10 +109,18 @@ class Probe:
         assert self.spin(timeout, result.done), "episode did not finish"
         return result.result().result
 
-    def wait_for_event(self, kind: str, timeout: float = 5.0) -> Any:
-        assert self.spin(timeout, lambda: any(e.kind == kind for e in self.events)), (
-            f"no {kind} event; got {[(e.kind, e.detail) for e in self.events]}")
-        return next(e for e in self.events if e.kind == kind)
+    def wait_for_event(self, kind: str, timeout: float = 5.0, detail: str = "") -> Any:
+        """Return the first event of ``kind`` whose detail contains ``detail``.
+
+        ``safety_events`` is transient-local: the probe also gets the events published before it subscribed, e.g.
+        the bridge's start-up hold before its first joint state.
+        """
+        def match(event: Any) -> bool:
+            return event.kind == kind and detail in event.detail
+
+        assert self.spin(timeout, lambda: any(match(e) for e in self.events)), (
+            f"no {kind} event naming {detail!r}; got {[(e.kind, e.detail) for e in self.events]}")
+        return next(e for e in self.events if match(e))
 
     def holds(self, seconds: float = 1.0, **delta: float) -> float:
         """Largest joint motion (rad) over ``seconds`` while commands keep coming (they must not move the arm)."""
@@ -189,8 +197,8 @@ def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, r
     probe.drive(1.0, dx=0.02)
     assert np.max(np.abs(probe.q - start)) > 0.02, "live commands did not move the arm"
     # the policy goes silent: the watchdog holds
-    event = probe.wait_for_event("watchdog", timeout=3.0)
-    assert "silent" in event.detail and event.holding
+    event = probe.wait_for_event("watchdog", timeout=3.0, detail="policy silent")
+    assert event.holding
     # e-stop over the service: latched until reset, commands refused meanwhile
     assert probe.call(probe.estop).success
     assert probe.wait_for_event("estop").holding
@@ -234,8 +242,7 @@ def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, r
     future = client.call_async(SetParameters.Request(parameters=[Parameter(name="drop_rate", value=value)]))
     assert probe.spin(5.0, future.done) and future.result().results[0].successful
     probe.drive(1.5, dx=0.01)
-    event = probe.wait_for_event("watchdog")
-    assert "joint" in event.detail or "state" in event.detail, event.detail
+    assert probe.wait_for_event("watchdog", detail="joint_states silent").holding
 
 
 def test_operator_verdicts_over_ros_decide_episodes(stand_in_robot: Any, start_process: Any,
