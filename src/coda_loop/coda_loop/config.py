@@ -19,7 +19,8 @@ method                    generation                                  corrective
 
 *Corrective*: every generated scene gives one demonstration, as in every method; where the policy failed
 the scene and the critic named the failed stage, the state-based expert takes over from the policy at that
-stage (``coda_policy.corrective``) instead of demonstrating the scene from its start.
+stage (``coda_policy.corrective``) instead of demonstrating the scene from its start. The ``coda`` methods split
+their budget by :data:`CODA_PLANNER` (three quarters broad, a quarter replaying failed scenes from memory).
 
 Pure module: no rclpy.
 """
@@ -61,6 +62,9 @@ class MethodSpec:
     """Planning reads the history of earlier rounds from memory."""
     focus_share: float = 0.0
     """Share of every behaviour-cloning batch drawn from the round's own demonstrations (0: uniform over all)."""
+    planner: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The method's own ``coda_critic.generation.GenerationConfig`` settings (``LoopConfig.planner`` applies on
+    top of them); empty: the planner's defaults."""
 
     def __post_init__(self) -> None:
         """Check that the switches fit together."""
@@ -71,13 +75,22 @@ class MethodSpec:
                              "need the critic")
 
 
+CODA_PLANNER: dict[str, float] = {"exploration_share": 0.75, "replay_share": 0.0, "scene_replay_share": 0.25}
+"""How the ``coda`` methods split a round's budget: three quarters from the broad training distribution, one quarter
+replaying the scenes the current policy failed (by failures and staleness; with memory only, else that quarter is
+targeted by the last diagnoses), no condition replay. Chosen on the development seeds' validation scenes
+(``docs/results.md``, "Memory's part"); the planner's own defaults (a fifth explored, the rest targeted at
+diagnosed conditions and replayed) were 12 points below uniform generation there."""
+
 METHOD_SPECS: dict[str, MethodSpec] = {
     "sft": MethodSpec("none", critic=False, corrective=False, potentials=False, memory=False),
     "open_loop": MethodSpec("uniform", critic=False, corrective=False, potentials=False, memory=False),
     "closed_loop": MethodSpec("failure_rate", critic=False, corrective=False, potentials=False, memory=False),
-    "coda_no_potential": MethodSpec("diagnoses", critic=True, corrective=True, potentials=False, memory=True),
-    "coda_no_memory": MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=False),
-    "coda": MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=True),
+    "coda_no_potential": MethodSpec("diagnoses", critic=True, corrective=True, potentials=False, memory=True,
+                                    planner=CODA_PLANNER),
+    "coda_no_memory": MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=False,
+                                 planner=CODA_PLANNER),
+    "coda": MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=True, planner=CODA_PLANNER),
 }
 """Every method of ``coda experiment`` and what it turns on."""
 METHODS = tuple(METHOD_SPECS)
@@ -140,13 +153,16 @@ class LoopConfig:
     """Share of every behaviour-cloning batch drawn from the round's own demonstrations; None: the method's
     default (``METHOD_SPECS``)."""
     planner: dict[str, Any] = field(default_factory=dict)
-    """Settings of the generation planner that differ from ``coda_critic.generation.GenerationConfig``'s defaults
-    (e.g. ``{"exploration_share": 0.5, "scene_replay_share": 0.0}``); used by every method that plans
-    (``closed_loop`` and the ``coda`` methods)."""
+    """Settings of the generation planner that differ from the method's (``MethodSpec.planner``: ``CODA_PLANNER``
+    for the ``coda`` methods, else ``coda_critic.generation.GenerationConfig``'s defaults), e.g.
+    ``{"exploration_share": 0.5, "scene_replay_share": 0.0}``; used by every method that plans (``closed_loop`` and
+    the ``coda`` methods)."""
     corrective_margin: int = 2
     """Control steps before the entry of the failed stage at which the expert takes over."""
-    corrective_relabel: int = 2
-    """Policy steps before the takeover that a corrective demonstration also keeps, labelled by the expert."""
+    corrective_relabel: int = 1000
+    """Policy steps before the takeover that a corrective demonstration also keeps, labelled by the expert (1000,
+    longer than any episode: every step the policy took, DAgger labels on the states it reached; the design chosen
+    on the development seeds' validation scenes, ``docs/results.md``)."""
     corrective_beside_start: bool = False
     """With corrective demonstrations: a failed scene keeps both its corrective demonstration and the expert's
     demonstration from the start (False: the corrective one replaces it, one demonstration per scene)."""
@@ -155,12 +171,13 @@ class LoopConfig:
     step labelled with the expert's action (DAgger labels on the states the policy reached when it succeeded)."""
     max_new_demos: int = 0
     """Most new expert demonstrations per round (0: one per generated scene)."""
-    demonstrator: str = "expert"
-    """Who demonstrates scenes from their start (round 0's demonstrations and every round's new ones): ``expert``,
-    the family's scripted state machine, or ``state_expert``, the expert with its phase read from the state at every
-    step (``coda_engine.sim.state_expert``), which also labels corrective and on-policy steps: with it every label
-    of the cloning set comes from the same function of the state. A run reusing ``base_from`` must use the base
-    run's demonstrator."""
+    demonstrator: str = "state_expert"
+    """Who demonstrates scenes from their start (round 0's demonstrations and every round's new ones):
+    ``state_expert``, the expert with its phase read from the state at every step (``coda_engine.sim.state_expert``),
+    which also labels corrective and on-policy steps, so every label of the cloning set comes from the same function
+    of the state; or ``expert``, the family's scripted state machine (its phase follows the path it drove, so its
+    labels disagree with the corrective ones on a fifth of the steps; mixed with them it lost up to 17 validation
+    points, ``docs/results.md``). A run reusing ``base_from`` must use the base run's demonstrator."""
     rl_env_steps: int = 1024
     """PPO environment steps per round on the family with the most diagnosed failures (0: no RL)."""
     rl_stage_share: float = 0.5
@@ -286,7 +303,8 @@ class LoopConfig:
         unknown = sorted(set(self.planner) - known)
         if unknown:
             raise ValueError(f"unknown GenerationConfig fields {unknown}; known: {sorted(known)}")
-        return GenerationConfig(**dict(self.planner))
+        method = METHOD_SPECS[self.method].planner if self.method in METHOD_SPECS else {}
+        return GenerationConfig(**{**method, **self.planner})
 
     @property
     def spec(self) -> MethodSpec:
