@@ -54,7 +54,10 @@ def test_policy_node_drives_the_stand_in_through_the_bridge(tmp_path: Path, stan
     from coda_msgs.msg import ArmCommand, SafetyEvent
     from coda_policy.control import PandaKinematics
 
-    robot_path = stand_in_robot(top={"robot_id": NS, "gate": {"min_sim_success": 0.5, "allow_expert": False}})
+    # the state watchdog is tested in test_arm_bridge; here a stall of the stand-in's joint stream (it shares two
+    # cores with three other processes) must not pre-empt the policy watchdog this test is about
+    robot_path = stand_in_robot(top={"robot_id": NS, "gate": {"min_sim_success": 0.5, "allow_expert": False}},
+                                state_timeout_s=3.0)
     root = tmp_path / "checkpoints"
     # policy convention: dx, dy, dz in units of max delta, gripper +1 closes
     constant_policy(root / "v-const", [0.0, 0.9, 0.0, 0.9])
