@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,12 +76,14 @@ class MethodSpec:
                              "need the critic")
 
 
-CODA_PLANNER: dict[str, float] = {"exploration_share": 0.75, "replay_share": 0.0, "scene_replay_share": 0.25}
+CODA_PLANNER: Mapping[str, float] = types.MappingProxyType(
+    {"exploration_share": 0.75, "replay_share": 0.0, "scene_replay_share": 0.25})
 """How the ``coda`` methods split a round's budget: three quarters from the broad training distribution, one quarter
 replaying the scenes the current policy failed (by failures and staleness; with memory only, else that quarter is
 targeted by the last diagnoses), no condition replay. Chosen on the development seeds' validation scenes
 (``docs/results.md``, "Memory's part"); the planner's own defaults (a fifth explored, the rest targeted at
-diagnosed conditions and replayed) were 12 points below uniform generation there."""
+diagnosed conditions and replayed) were 12 points below uniform generation there. Read-only: the three methods
+share it."""
 
 METHOD_SPECS: dict[str, MethodSpec] = {
     "sft": MethodSpec("none", critic=False, corrective=False, potentials=False, memory=False),
