@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import types
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,16 @@ ROUND_BUDGET = 32
 """Scenes generated per round unless a run sets another number: the one default of ``LoopConfig.budget`` and of
 the critic node's ``generation_budget`` (``loop.yaml``, ``critic.yaml`` and ``coda_sim.launch.py`` repeat it, and
 a test holds them to it)."""
+
+CODA_PLANNER: Mapping[str, float] = types.MappingProxyType(
+    {"exploration_share": 0.75, "replay_share": 0.0, "scene_replay_share": 0.25})
+"""How the critic's generation programs split a budget in the shipped design: three quarters from the broad training
+distribution, one quarter replaying the scenes the current policy failed (by failures and staleness; a planner given
+no ``replay`` candidates targets that quarter at the diagnosed conditions), no condition replay. The ``coda`` methods
+of the loop (``coda_loop.config.METHOD_SPECS``) and the critic node's defaults (``critic.yaml``) use it. Chosen on the
+bench's validation scenes (``docs/results.md``, "Memory's part"); :class:`GenerationConfig`'s own defaults (a fifth
+explored, the rest targeted at diagnosed conditions and replayed) were 12 points below uniform generation there and
+stay the closed-loop baseline's. Read-only: its users share it."""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,13 @@ from rclpy.serialization import deserialize_message, serialize_message
 from coda_critic.dataset import FeatureConfig, episode_features, label
 from coda_critic.diagnosis import MODES, Diagnosis
 from coda_critic.episode_input import SceneBook, episodes_from_results
-from coda_critic.generation import GenerationConfig
+from coda_critic.generation import (
+    CODA_PLANNER,
+    BudgetAllocation,
+    GenerationConfig,
+    replay_candidates,
+    replayed_scene,
+)
 from coda_critic.grounded import GroundedCritic
 from coda_critic.learned import LearnedConfig, embed_instructions, load_critic, save_model, train
 from coda_critic.models import EMBEDDED_MODEL
@@ -144,13 +150,18 @@ def test_service_diagnoses_like_grounded_rejects_bad_requests_and_serves_learned
     assert [strip(d) for d in from_msgs(ok.diagnoses)] == [strip(d) for d in expected]
     assert all(m.header.stamp.sec > 0 for m in ok.diagnoses)
 
-    # The programs of the batch (episodes of round 3, a budget of 20): the loop's planner, the same programs.
+    # The programs of the batch (episodes of round 3, a budget of 20): the loop's planner with the shipped split,
+    # the same programs; a quarter of the budget plays the batch's failed scenes again, by scene id.
     assert spin_until(rclpy_node, lambda: programs["generation"] and programs["training"])
-    planned = plan_programs(expected, 3, 20, GenerationConfig())
+    planned = plan_programs(expected, 3, 20, GenerationConfig(**CODA_PLANNER),
+                            replay=replay_candidates([(3, d) for d in expected]))
     plan, training = planned.generation, planned.training
     generation = programs["generation"][-1]
     assert (generation.program_id, generation.round, generation.budget) == (plan.program_id, 4, 20)
     assert sum(a.count for a in generation.allocations) == 20
+    replayed = [s for a in generation.allocations if (s := replayed_scene(BudgetAllocation.from_dict(msg_to_dict(a))))]
+    failed = {d.scene_id for d in expected if d.is_failure}
+    assert failed and len(replayed) == min(5, len(failed)) and set(replayed) <= failed
     assert programs["training"][-1].program_id == training.program_id and training.potentials
     assert spin_until(rclpy_node, lambda: len(programs["potential"]) == len(training.potentials))
     for msg in programs["potential"]:
@@ -286,7 +297,8 @@ def test_topic_episodes_give_diagnoses_and_programs_bad_ones_are_dropped(recorde
     batch = [expected[i] for i in failing]
     assert [strip(d) for d in from_msgs(received["diagnoses"])] == [strip(d) for d in batch]
 
-    planned = plan_programs(batch, 1, 12, GenerationConfig())  # the loop's planner: the same programs
+    planned = plan_programs(batch, 1, 12, GenerationConfig(**CODA_PLANNER),  # the loop's planner: the same programs
+                            replay=replay_candidates([(1, d) for d in batch]))
     plan, training = planned.generation, planned.training
     assert len(received["generation"]) == 1 and received["generation"][0].program_id == plan.program_id
     assert received["generation"][0].budget == 12 and received["generation"][0].round == 2

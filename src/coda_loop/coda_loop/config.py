@@ -20,7 +20,8 @@ method                    generation                                  corrective
 *Corrective*: every generated scene gives one demonstration, as in every method; where the policy failed
 the scene and the critic named the failed stage, the state-based expert takes over from the policy at that
 stage (``coda_policy.corrective``) instead of demonstrating the scene from its start. The ``coda`` methods split
-their budget by :data:`CODA_PLANNER` (three quarters broad, a quarter replaying failed scenes from memory).
+their budget by ``coda_critic.generation.CODA_PLANNER`` (three quarters broad, a quarter replaying failed scenes
+from memory).
 
 Pure module: no rclpy.
 """
@@ -29,13 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coda_critic.generation import ROUND_BUDGET
+from coda_critic.generation import CODA_PLANNER, ROUND_BUDGET
 from coda_engine.sim.state_expert import DEMONSTRATORS
 
 FAMILIES = ("reach", "pick_place", "push", "stack")
@@ -75,15 +75,6 @@ class MethodSpec:
             raise ValueError("MethodSpec: diagnosis-driven generation, corrective demonstrations and potentials "
                              "need the critic")
 
-
-CODA_PLANNER: Mapping[str, float] = types.MappingProxyType(
-    {"exploration_share": 0.75, "replay_share": 0.0, "scene_replay_share": 0.25})
-"""How the ``coda`` methods split a round's budget: three quarters from the broad training distribution, one quarter
-replaying the scenes the current policy failed (by failures and staleness; with memory only, else that quarter is
-targeted by the last diagnoses), no condition replay. Chosen on the development seeds' validation scenes
-(``docs/results.md``, "Memory's part"); the planner's own defaults (a fifth explored, the rest targeted at
-diagnosed conditions and replayed) were 12 points below uniform generation there. Read-only: the three methods
-share it."""
 
 METHOD_SPECS: dict[str, MethodSpec] = {
     "sft": MethodSpec("none", critic=False, corrective=False, potentials=False, memory=False),

@@ -17,7 +17,10 @@ Interfaces (relative to the node's namespace):
 - ``diagnoses`` (coda_msgs/Diagnosis) out: every diagnosis made
 - ``generation_programs``, ``training_programs``, ``potential_programs`` out, latched: planned from each
   service batch (``publish_programs``) and from every ``program_batch`` diagnoses of the topic; a training
-  program's potentials are also published one by one
+  program's potentials are also published one by one. Programs split their budget by ``exploration_share``,
+  ``replay_share`` and ``scene_replay_share`` (defaults: the shipped design, ``generation.CODA_PLANNER``); the
+  scene-replay share plays again, by scene id, scenes whose latest diagnosis here was a failure (the node's
+  history of diagnoses, with the ``round`` each arrived in); a consumer resolves those ids from memory
 
 Backends: ``grounded`` (privileged simulator state), ``learned`` (keyframes + instruction; the folder
 ``learned_model``, the newest under ``learned_root``, else the embedded one), ``auto`` (grounded when an
@@ -53,7 +56,7 @@ from coda_critic.episode_input import (
     episodes_from_results,
     resolve_learned_model,
 )
-from coda_critic.generation import ROUND_BUDGET, GenerationConfig
+from coda_critic.generation import CODA_PLANNER, ROUND_BUDGET, GenerationConfig, replay_candidates
 from coda_critic.grounded import GroundedCritic
 from coda_critic.models import EMBEDDED_MODEL
 from coda_critic.programs import plan_programs
@@ -85,10 +88,12 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "torch_threads": (1, "torch threads of the learned and vlm critics"),
     "generation_budget": (ROUND_BUDGET, "scenes per generation program"),
     "round": (0, "round of the diagnosed episodes: the training program's; the generation program is for the next"),
-    "exploration_share": (GenerationConfig.exploration_share,
+    "exploration_share": (CODA_PLANNER["exploration_share"],
                           "fraction of the generation budget kept for exploration, in [0, 1]"),
-    "replay_share": (GenerationConfig.replay_share, "fraction of the generation budget replaying fixed conditions, "
-                                                    "in [0, 1]"),
+    "replay_share": (CODA_PLANNER["replay_share"], "fraction of the generation budget replaying fixed conditions, "
+                                                   "in [0, 1]"),
+    "scene_replay_share": (CODA_PLANNER["scene_replay_share"],
+                           "fraction of the generation budget replaying failed scenes of earlier diagnoses, in [0, 1]"),
     "sft_epochs": (1, "behaviour-cloning epochs written into training programs"),
     "rl_env_steps": (0, "PPO environment steps written into training programs"),
     "program_batch": (8, "diagnoses from episode_results collected before programs are planned"),
@@ -96,7 +101,7 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "max_scenes": (5000, "scenes from scene_specs kept (newest first); read at start-up"),
 }
 HISTORY = 5000
-"""Earlier diagnoses kept for the replay share of generation programs."""
+"""Earlier diagnoses kept, with their round, for the condition and scene replay of generation programs."""
 
 
 def parameter_problems(values: Mapping[str, Any]) -> list[str]:
@@ -120,10 +125,16 @@ def parameter_problems(values: Mapping[str, Any]) -> list[str]:
         if values[name] < low:
             problems.append(f"{name}={values[name]} must be >= {low}")
     try:
-        GenerationConfig(exploration_share=values["exploration_share"], replay_share=values["replay_share"])
+        generation_config(values)
     except ValueError as exc:
         problems.append(str(exc))
     return problems
+
+
+def generation_config(values: Mapping[str, Any]) -> GenerationConfig:
+    """Return the planner settings of a set of parameter values (a ValueError names shares that do not fit)."""
+    return GenerationConfig(exploration_share=values["exploration_share"], replay_share=values["replay_share"],
+                            scene_replay_share=values["scene_replay_share"])
 
 
 class LearnedFallback:
@@ -169,7 +180,7 @@ class CriticNode(Node):
         self._vlm_model: Any = None
         self._vlm_folder: Path | None = None
         self._vlm: Any = None
-        self.history: deque[Diagnosis] = deque(maxlen=HISTORY)
+        self.history: deque[tuple[int, Diagnosis]] = deque(maxlen=HISTORY)
         self.pending: list[Diagnosis] = []
 
         self.diagnosis_pub = self.create_publisher(DiagnosisMsg, "diagnoses", latched(100))
@@ -368,17 +379,17 @@ class CriticNode(Node):
     def publish_programs(self, diagnoses: Sequence[Diagnosis]) -> None:
         """Plan the generation and training programs of a batch of diagnoses and publish them."""
         try:
-            config = GenerationConfig(
-                exploration_share=self.param("exploration_share"), replay_share=self.param("replay_share")
-            )
-            planned = plan_programs(diagnoses, self.param("round"), self.param("generation_budget"), config,
-                                    history=list(self.history), sft_epochs=self.param("sft_epochs"),
-                                    rl_env_steps=self.param("rl_env_steps"))
+            round_index = self.param("round")
+            config = generation_config({name: self.param(name) for name in PARAMETERS})
+            played = [*self.history, *((round_index, d) for d in diagnoses)]
+            planned = plan_programs(diagnoses, round_index, self.param("generation_budget"), config,
+                                    history=[d for _, d in self.history], replay=replay_candidates(played),
+                                    sft_epochs=self.param("sft_epochs"), rl_env_steps=self.param("rl_env_steps"))
         except ValueError as exc:
             self.get_logger().error(f"programs not planned for {len(diagnoses)} diagnoses: {exc}")
             return
         generation, training = planned.generation, planned.training
-        self.history.extend(diagnoses)
+        self.history.extend((round_index, d) for d in diagnoses)
         for reject in training.rejects:
             self.get_logger().warning(
                 f"Text2potential rejected diagnosis {reject.diagnosis_id} "
