@@ -156,6 +156,8 @@ class PolicyNode(Node):
             self._obs_stamp = None
             if self.trigger == "timer":
                 self.timer = self.create_timer(1.0 / self.config.control_rate_hz, self.on_tick)
+        # Volatile on purpose: a transient-local subscription would not match the volatile publishers that
+        # `ros2 topic pub` and most task managers create, while this one matches latched publishers as well.
         self.create_subscription(String, "instruction", self.on_instruction, 10)
         self.create_subscription(PolicyVersion, "policy_version", self.on_policy_version, 10)
         if value["initial_version"]:
