@@ -121,6 +121,10 @@ def test_config_file_sets_every_parameter_with_a_comment():
     assert critic_node.parameter_problems(values) == []
     lines = [line for line in path.read_text().splitlines() if line.startswith("    ")]
     assert len(lines) == len(values) and all(" # " in line for line in lines)
+    # The file plans like the loop's coda methods; shares that overrun the budget together are refused.
+    assert critic_node.generation_config(values) == GenerationConfig(**CODA_PLANNER)
+    (problem,) = critic_node.parameter_problems({**values, "scene_replay_share": 0.5})
+    assert "scene_replay_share=0.5" in problem
 
 
 def test_service_diagnoses_like_grounded_rejects_bad_requests_and_serves_learned(
