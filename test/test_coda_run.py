@@ -110,6 +110,45 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
     assert ablation.uses_memory and ablation.uses_critic and not ablation.uses_potentials
 
 
+def test_a_run_folder_keeps_the_settings_its_method_resolved_when_the_defaults_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """config.json holds the planner, ``corrective`` and ``focus_share`` written out, so a resume plans as before."""
+    import coda_loop.config as config_module
+    from coda_critic.generation import CODA_PLANNER
+    from coda_loop.rounds import CoevolutionLoop
+
+    config = LoopConfig(**{**TINY, "method": "coda"})
+    planned = config.generation_config()
+    pinned = config.pinned()
+    assert pinned.generation_config() == planned
+    assert {k: pinned.planner[k] for k in CODA_PLANNER} == dict(CODA_PLANNER)
+    assert pinned.corrective is True and pinned.focus_share == 0.0 and pinned.pinned() == pinned
+    assert LoopConfig.from_dict(json.loads(json.dumps(pinned.to_dict()))) == pinned  # JSON round trip
+    run_dir = tmp_path / "run"
+    CoevolutionLoop(run_dir, config).close()
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["planner"]["scene_replay_share"] == CODA_PLANNER["scene_replay_share"]
+    assert saved["corrective"] is True
+    # A later release changes the coda methods' split and turns corrective demonstrations off by default.
+    changed = dataclasses.replace(config_module.METHOD_SPECS["coda"], corrective=False,
+                                  planner={"exploration_share": 0.5, "replay_share": 0.2,
+                                           "scene_replay_share": 0.3})
+    monkeypatch.setitem(config_module.METHOD_SPECS, "coda", changed)
+    assert LoopConfig(**{**TINY, "method": "coda"}).generation_config().exploration_share == 0.5
+    resumed = CoevolutionLoop(run_dir)
+    try:
+        assert resumed.config.generation_config() == planned
+        assert resumed.config.spec.corrective is True
+    finally:
+        resumed.close()
+    with pytest.raises(ValueError, match=r"another config \(corrective, planner differ\)"):
+        CoevolutionLoop(run_dir, LoopConfig(**{**TINY, "method": "coda"}))
+    assert json.loads((run_dir / "config.json").read_text()) == saved  # a refused start leaves the folder as it was
+    # the run's own settings, written out, with more rounds and progress bars: accepted (`coda experiment --quiet`)
+    CoevolutionLoop(run_dir, dataclasses.replace(pinned, rounds=3, progress=True)).close()
+    assert json.loads((run_dir / "config.json").read_text()) == {**saved, "rounds": 3, "progress": True}
+
+
 @pytest.mark.ros
 def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain: int, start_process) -> None:
     """One tiny run with one local process and one sim_bridge worker on the domain."""

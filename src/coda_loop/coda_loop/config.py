@@ -150,7 +150,7 @@ class LoopConfig:
     """Settings of the generation planner that differ from the method's (``MethodSpec.planner``: ``CODA_PLANNER``
     for the ``coda`` methods, else ``coda_critic.generation.GenerationConfig``'s defaults), e.g.
     ``{"exploration_share": 0.5, "scene_replay_share": 0.0}``; used by every method that plans (``closed_loop`` and
-    the ``coda`` methods)."""
+    the ``coda`` methods). A run folder's ``config.json`` holds every field written out (:meth:`pinned`)."""
     corrective_margin: int = 2
     """Control steps before the entry of the failed stage at which the expert takes over."""
     corrective_relabel: int = 1000
@@ -298,7 +298,19 @@ class LoopConfig:
         if unknown:
             raise ValueError(f"unknown GenerationConfig fields {unknown}; known: {sorted(known)}")
         method = METHOD_SPECS[self.method].planner if self.method in METHOD_SPECS else {}
-        return GenerationConfig(**{**method, **self.planner})
+        fields = {**method, **self.planner}  # a pinned planner read back from JSON holds lists where tuples were
+        return GenerationConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+
+    def pinned(self) -> LoopConfig:
+        """Return this config with every planner field, ``corrective`` and ``focus_share`` written out.
+
+        A run folder's ``config.json`` holds this form, so a resumed run plans and trains as it started even after
+        a method's defaults (``METHOD_SPECS``, ``CODA_PLANNER``, ``GenerationConfig``) have changed.
+        """
+        spec = self.spec
+        planner = {k: list(v) if isinstance(v, tuple) else v
+                   for k, v in dataclasses.asdict(self.generation_config()).items()}
+        return dataclasses.replace(self, planner=planner, corrective=spec.corrective, focus_share=spec.focus_share)
 
     @property
     def spec(self) -> MethodSpec:

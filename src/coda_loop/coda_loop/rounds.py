@@ -81,6 +81,8 @@ ROUND_STEPS = ("generate", "episodes", "diagnose", "programs", "train", "evaluat
 S = TypeVar("S", bound=StepResult)
 MATCH_ATTEMPTS = 40
 """Scenes drawn for one allocation line before a scene that does not meet its conditions is accepted."""
+MAY_CHANGE_ON_RESUME = ("rounds", "progress")
+"""LoopConfig fields a started run may be given anew (more rounds; progress bars on or off); the rest must match."""
 
 
 def steps_of(round_index: int) -> tuple[str, ...]:
@@ -155,12 +157,15 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 raise ValueError(f"{self.run_dir} is not a run folder (no config.json)")
             config = LoopConfig.from_dict(json.loads(config_file.read_text()))
         elif config_file.is_file():
-            saved = LoopConfig.from_dict(json.loads(config_file.read_text()))
-            if {**saved.to_dict(), "rounds": 0} != {**config.to_dict(), "rounds": 0}:
-                raise ValueError(f"{self.run_dir} holds a run with another config; resume it without a config "
-                                 "(only --rounds may change)")
-        self.config = config
-        atomic_json(config_file, config.to_dict())
+            saved = LoopConfig.from_dict(json.loads(config_file.read_text())).pinned().to_dict()
+            given = config.pinned().to_dict()
+            differ = sorted(k for k in given if k not in MAY_CHANGE_ON_RESUME and given[k] != saved.get(k))
+            if differ:
+                raise ValueError(f"{self.run_dir} holds a run with another config ({', '.join(differ)} differ); "
+                                 f"resume it without a config (only {', '.join(MAY_CHANGE_ON_RESUME)} may change)")
+        # written out (LoopConfig.pinned): a later change of a method's defaults does not change this run
+        self.config = config.pinned()
+        atomic_json(config_file, self.config.to_dict())
         self.ckpt_root = self.run_dir / "checkpoints"
         self.demo_dir = self.run_dir / "demos"
         self.ckpt_root.mkdir(exist_ok=True)
