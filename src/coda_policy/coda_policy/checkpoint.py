@@ -85,7 +85,10 @@ def save_checkpoint(
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in net.state_dict().items()}
     tmp = folder / (MODEL_FILE + ".tmp")
-    save_file(tensors, str(tmp), metadata={"version_id": version_id, "format": str(FORMAT)})
+    # One metadata entry: safetensors writes the metadata map in no fixed order, and a version is named by its
+    # file's sha256 (memory, worker caches, the policy node), so equal weights must give equal bytes.
+    header = json.dumps({"format": FORMAT, "version_id": version_id}, sort_keys=True)
+    save_file(tensors, str(tmp), metadata={"coda_checkpoint": header})
     os.replace(tmp, folder / MODEL_FILE)
     config = {"format": FORMAT, "version_id": version_id, "policy": net.cfg.to_dict(), "meta": meta or {},
               "control_hz": float(control_hz)}

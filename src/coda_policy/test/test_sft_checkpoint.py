@@ -135,3 +135,13 @@ def test_focus_rows_get_their_share_of_every_batch(tmp_path, tiny_policy_config,
     with pytest.raises(ValueError, match=r"focus_share=1\.0"):
         fit_bc(build_policy(tiny_policy_config, 0), data, only, 1, 1e-3, cfg, MetricsLog(tmp_path / "m.jsonl"),
                torch.Generator(), "focus", focus=focus, focus_share=1.0)
+
+
+def test_the_same_weights_give_the_same_file_bytes(tmp_path, tiny_policy_config):
+    """The memory, the workers' caches and the policy node name a version by its file's sha256: equal weights must
+    give an equal file (a header whose metadata order varied between saves once broke that)."""
+    from coda_engine.digests import file_sha256
+
+    net = build_policy(tiny_policy_config, 5).net.eval()
+    digests = {file_sha256(save_checkpoint(tmp_path / f"copy{i}", net, "v1") / MODEL_FILE) for i in range(12)}
+    assert len(digests) == 1
