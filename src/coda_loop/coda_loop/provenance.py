@@ -49,7 +49,9 @@ def code_provenance(source: Path | None = None) -> dict[str, Any]:
     """Return the facts of this process that decide a run's numbers besides its config.
 
     Keys: ``commit`` and ``dirty`` (:func:`workspace_commit`), ``python``, ``packages`` (name -> version, "" when
-    not installed), ``ros_distro``, ``rmw``, ``host``, ``cpus``, ``platform``.
+    not installed), ``ros_distro``, ``rmw``, ``host``, ``cpus``, ``platform``, ``cpu_model`` and
+    ``torch_cpu_capability`` (the instruction set torch's CPU kernels were chosen for: ``AVX512``, ``AVX2``, ...;
+    kernels of different sets round differently, so the same seed and code give another run on another processor).
     """
     commit, dirty = workspace_commit(source)
     packages = {}
@@ -68,7 +70,29 @@ def code_provenance(source: Path | None = None) -> dict[str, Any]:
         "host": platform.node(),
         "cpus": os.cpu_count() or 0,
         "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "torch_cpu_capability": torch_cpu_capability(),
     }
+
+
+def cpu_model() -> str:
+    """Return the processor's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere), "" if unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def torch_cpu_capability() -> str:
+    """Return the instruction set torch's CPU kernels run with here ("" without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return ""
+    return str(torch.backends.cpu.get_cpu_capability())
 
 
 def code_label(provenance: dict[str, Any]) -> str:

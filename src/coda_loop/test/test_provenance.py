@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,17 @@ def test_this_checkout_is_named_by_its_commit() -> None:
     assert commit == _git(REPO, "rev-parse", "HEAD") and dirty is not None
     facts = code_provenance()
     assert facts["commit"] == commit and facts["packages"]["torch"].startswith("2.") and facts["cpus"] >= 1
+    assert facts["torch_cpu_capability"] in {"DEFAULT", "NO AVX", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256"}
     assert code_label(facts) == commit[:12] + ("-dirty" if dirty else "")
+
+
+def test_the_cpu_capability_torch_was_told_to_use_is_recorded() -> None:
+    """A run forced to other kernels (ATEN_CPU_CAPABILITY) records the set it ran with."""
+    code = "from coda_loop.provenance import code_provenance; print(code_provenance()['torch_cpu_capability'])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "DEFAULT"
 
 
 def test_without_git_the_code_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -186,6 +186,7 @@ def test_report_of_a_real_run(run_folder, capsys):
     # the run's start, with the code it ran
     starts = re.search(r"<h2>Starts of the run.*?</table>", page, flags=re.S).group(0)
     assert f"<td>{code_label(code_provenance())}</td>" in starts and "torch " in starts
+    assert f"<td>{code_provenance()['torch_cpu_capability']}</td>" in starts  # which CPU kernels it ran on
 
 
 def test_report_out_option_and_bad_run_dirs(run_folder, tmp_path, capsys):

@@ -138,8 +138,11 @@ def test_focus_rows_get_their_share_of_every_batch(tmp_path, tiny_policy_config,
 
 
 def test_the_same_weights_give_the_same_file_bytes(tmp_path, tiny_policy_config):
-    """The memory, the workers' caches and the policy node name a version by its file's sha256: equal weights must
-    give an equal file (a header whose metadata order varied between saves once broke that)."""
+    """Equal weights give an equal file.
+
+    The memory, the workers' caches and the policy node name a version by its file's sha256 (a header whose
+    metadata order varied between saves once broke that).
+    """
     from coda_engine.digests import file_sha256
 
     net = build_policy(tiny_policy_config, 5).net.eval()

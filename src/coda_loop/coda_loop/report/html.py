@@ -300,9 +300,10 @@ def _starts_table(starts: Sequence[Mapping[str, Any]]) -> str:
         packages = start.get("packages") or {}
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(start.get("started", 0))))
         rows.append([start.get("start_id", ""), when, start.get("first_round", ""), code_label(start),
-                     start.get("host", ""), start.get("cpus", ""),
+                     start.get("host", ""), start.get("cpus", ""), start.get("torch_cpu_capability", ""),
                      ", ".join(f"{k} {v}" for k, v in packages.items() if v)])
-    return _table(["start", "at", "from round", "code", "host", "cpus", "packages"], rows, numeric=(0, 2, 5))
+    return _table(["start", "at", "from round", "code", "host", "cpus", "CPU kernels", "packages"], rows,
+                  numeric=(0, 2, 5))
 
 
 def _section(title: str, body: str, empty: bool, what: str) -> str:
