@@ -259,3 +259,40 @@ def test_shutting_the_context_down_never_gives_the_signals_their_default_action_
             proc.wait()
     assert sent > 100, f"only {sent} signals were sent while the process ran"
     assert proc.returncode == 0, (proc.returncode, out[-2000:])
+
+
+_SIGNAL_IN_AN_IMPORT = """
+import os
+import signal
+import sys
+import time
+
+from coda_engine.ros.spin import StopSignal, stop_on_first_signal
+
+
+def stop(signum):
+    raise StopSignal
+
+
+stop_on_first_signal(on_first=stop)
+sys.path.insert(0, sys.argv[1])
+try:
+    import slow_module  # sends the process SIGINT from its body, then keeps importing for 0.3 s
+    print("imported", slow_module.DONE, flush=True)
+    time.sleep(5.0)
+    print("not stopped", flush=True)
+except StopSignal:
+    print("stopped after the import", "slow_module" in sys.modules, flush=True)
+"""
+
+
+def test_a_stop_signal_that_lands_in_an_import_stops_the_work_once_the_import_is_done(tmp_path: Any) -> None:
+    """Raised inside an import, the stop would break the module (a C extension: ``initialization failed``)."""
+    import subprocess
+
+    (tmp_path / "slow_module.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.3)\nDONE = True\n")
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_IN_AN_IMPORT, str(tmp_path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["imported True", "stopped after the import True"], done.stdout + done.stderr
