@@ -141,49 +141,11 @@ def stop_on_first_signal(on_first: Callable[[int], None] | None = None) -> threa
         for ignored in (signal.SIGINT, signal.SIGTERM):
             signal.signal(ignored, signal.SIG_IGN)
         if on_first is not None:
-            call_outside_imports(lambda: on_first(signum), frame)
+            on_first(signum)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, handle)
     return stop
-
-
-IMPORT_RETRY_S = 0.02
-"""While a stop signal waits for an import to finish, how often it looks again, s."""
-
-
-def importing(frame: FrameType | None) -> bool:
-    """Tell whether ``frame`` runs inside an import (a module's body, or a C extension initialising)."""
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def call_outside_imports(action: Callable[[], None], frame: FrameType | None) -> None:
-    """Call ``action`` (a signal's, which may raise) now, or once the import ``frame`` is inside has finished.
-
-    An exception raised inside an import does not stop the work cleanly: a C extension whose initialisation it
-    interrupts fails with ``ImportError: initialization failed``, and the module stays broken for the process (a
-    loop stopped in round 0's first lazy import of the text embedder exited 1 with that traceback). So a signal
-    that lands in an import is handed on with SIGALRM, looked at again every :data:`IMPORT_RETRY_S`, until the
-    main thread runs outside imports.
-    """
-    if not importing(frame):
-        action()
-        return
-
-    def retry(_signum: int, later: FrameType | None) -> None:
-        if importing(later):
-            signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)
-            return
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        action()
-
-    signal.signal(signal.SIGALRM, retry)
-    signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)
 
 
 def shutdown_context(context: Context | None = None) -> None:
