@@ -169,16 +169,18 @@ class Cell:
 
     def call(self, srv: type, service: str, request: Any, timeout: float = ANSWER_TIMEOUT_S) -> Any:
         """Send one request and return the answer (asserting it came within ``timeout``)."""
-        from coda_engine.ros.spin import spin_until
+        from coda_engine.ros.spin import call_spinning
 
         client = self.clients.get(service) if hasattr(self, "clients") else None
         if client is None:
             self.clients = getattr(self, "clients", {})
             client = self.clients[service] = self.node.create_client(srv, service)
             assert client.wait_for_service(timeout_sec=120.0), f"{service} did not appear"
-        future = client.call_async(request)
-        assert spin_until(self.node, future.done, timeout), f"{service}: no answer in {timeout:g} s"
-        return future.result()
+        response = call_spinning(self.node, client, request, timeout)
+        if response is None:
+            tails = "".join(f"--- {name}.log:\n{log.read_text()[-1500:]}\n" for name, log in self.logs.items())
+            raise AssertionError(f"{service}: no answer in {timeout:g} s; the nodes' logs end:\n{tails}")
+        return response
 
     def close(self) -> None:
         import rclpy

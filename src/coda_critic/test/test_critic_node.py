@@ -41,7 +41,7 @@ from coda_critic.text2potential import ProgramSpec
 from coda_critic.vlm import DECODINGS, VlmConfig, VlmCritic
 from coda_engine.ros.convert import dict_to_msg, msg_to_dict
 from coda_engine.ros.images import image_to_msg, msg_to_image
-from coda_engine.ros.spin import spin_until
+from coda_engine.ros.spin import call_spinning, spin_until
 from coda_engine.text_embedding import TextEmbedder
 from coda_msgs.msg import Diagnosis as DiagnosisMsg
 from coda_msgs.msg import EpisodeResult, GenerationProgram, PotentialProgram, SceneSpec, TrainingProgram
@@ -53,9 +53,9 @@ LATCHED = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durabili
 
 def call(node: Any, client: Any, episodes: list[EpisodeResult], backend: str = "") -> DiagnoseEpisodes.Response:
     assert client.wait_for_service(timeout_sec=30.0), "diagnose_episodes did not appear"
-    future = client.call_async(DiagnoseEpisodes.Request(episodes=episodes, backend=backend))
-    assert spin_until(node, future.done, 60.0), "no response from diagnose_episodes"
-    return future.result()
+    response = call_spinning(node, client, DiagnoseEpisodes.Request(episodes=episodes, backend=backend), 60.0)
+    assert response is not None, "no response from diagnose_episodes"
+    return response
 
 
 def call_when_scenes_arrived(node: Any, client: Any, episodes: list[EpisodeResult], backend: str = "") -> Any:

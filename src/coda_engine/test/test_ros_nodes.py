@@ -17,7 +17,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from coda_engine.ros.convert import dict_to_msg
 from coda_engine.ros.images import msg_to_image
-from coda_engine.ros.spin import spin_until
+from coda_engine.ros.spin import call_spinning, spin_until
 from coda_engine.sim.generator import generate_seeded, scenes_of_seeds
 from coda_engine.sim.scene import SceneParams
 from coda_msgs.action import RunEpisode
@@ -32,9 +32,9 @@ pytestmark = pytest.mark.ros
 def call(node: Any, client: Any, request: Any, timeout: float = 60.0) -> Any:
     """Call a service and wait for the response."""
     assert client.wait_for_service(timeout_sec=30.0), "service did not appear"
-    future = client.call_async(request)
-    assert spin_until(node, future.done, timeout), "no response"
-    return future.result()
+    response = call_spinning(node, client, request, timeout)
+    assert response is not None, "no response"
+    return response
 
 
 def node_cmd(module: str, *ros_args: str) -> list[str]:

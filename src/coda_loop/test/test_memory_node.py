@@ -14,7 +14,7 @@ import pytest
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
-from coda_engine.ros.spin import spin_until
+from coda_engine.ros.spin import call_spinning, spin_until
 from coda_engine.sim.generator import generate_seeded
 from coda_engine.sim.scene import SceneParams
 from coda_engine.text_embedding import TextEmbedder
@@ -39,9 +39,9 @@ def node_cmd(*ros_args: str) -> list[str]:
 
 def call(node: Any, client: Any, request: QueryMemory.Request) -> QueryMemory.Response:
     assert client.wait_for_service(timeout_sec=30.0), "query_memory did not appear"
-    future = client.call_async(request)
-    assert spin_until(node, future.done, 30.0), "no response"
-    return future.result()
+    response = call_spinning(node, client, request, 30.0)
+    assert response is not None, "no response"
+    return response
 
 
 def prefill(path: Path) -> MemoryStore:

@@ -23,7 +23,7 @@ from rclpy.node import Node
 
 from coda_engine.checkpoint_share import CheckpointCache, CheckpointShareError, find_version, read_version
 from coda_engine.policies import DEMONSTRATORS, PolicyNotAvailableError
-from coda_engine.ros.spin import NodeThread
+from coda_engine.ros.spin import NodeThread, call_resending
 from coda_msgs.msg import CheckpointFile
 from coda_msgs.srv import GetCheckpoint
 
@@ -145,13 +145,16 @@ class CheckpointFetcher:
             self.clients[service] = client
         if not client.wait_for_service(timeout_sec=self.timeout):
             raise CheckpointShareError(f"checkpoint service {service} not available after {self.timeout:g} s")
-        done, started = threading.Event(), time.monotonic()
-        future = client.call_async(GetCheckpoint.Request(version=version, sha256=sha256))
-        future.add_done_callback(lambda _: done.set())
-        if not done.wait(self.timeout):
-            client.remove_pending_request(future)
+        started = time.monotonic()
+
+        def resent(attempt: int) -> None:
+            self.node.get_logger().warning(f"{service}: no answer yet, request for {version} sent again "
+                                           f"(copy {attempt + 1})")
+
+        response = call_resending(client, GetCheckpoint.Request(version=version, sha256=sha256), self.timeout,
+                                  on_resend=resent)  # the node's own executor spins it, on another thread
+        if response is None:
             raise CheckpointShareError(f"{service} did not answer within {self.timeout:g} s")
-        response = future.result()
         if not response.success:
             raise CheckpointShareError(f"{service} refused: {response.error}")
         files = {f.name: bytes(f.data) for f in response.files}

@@ -12,6 +12,7 @@ from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
+from coda_engine.ros.spin import call_resending
 from coda_msgs.action import RunEpisode
 from coda_msgs.msg import SceneSpec
 from coda_msgs.srv import GenerateScenes
@@ -44,13 +45,21 @@ class EngineClient:
     def call(self, client: Any, request: Any, timeout: float, what: str) -> Any:
         """Call the service of ``client`` (created on this object's node) and return its response.
 
-        Waits up to 30 s for the service to appear and ``timeout`` s for the answer; EngineClientError names
-        ``what`` when either runs out.
+        Waits up to 30 s for the service to appear and ``timeout`` s for the answer, sending the request again
+        while none comes (:func:`~coda_engine.ros.spin.call_resending`: the services called here may serve a
+        request twice); EngineClientError names ``what`` when either runs out.
         """
         self.wait(client.service_is_ready, 30.0, f"the {what} service ({client.srv_name})")
-        future = client.call_async(request)
-        self.wait(future.done, timeout, f"{what} ({client.srv_name})")
-        return future.result()
+
+        def resent(attempt: int) -> None:
+            self.node.get_logger().warning(f"{what} ({client.srv_name}): no answer yet, request sent again "
+                                           f"(copy {attempt + 1})")
+
+        response = call_resending(client, request, timeout, lambda s: self.executor.spin_once(timeout_sec=s),
+                                  on_resend=resent)
+        if response is None:
+            raise EngineClientError(f"timed out after {timeout:g} s waiting for {what} ({client.srv_name})")
+        return response
 
     def generate(
         self,

@@ -19,18 +19,22 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
+from rclpy.task import Future
 
 SPIN_SLICE_S = 0.1
 """The executor spins in slices this long, s: the longest a node takes to notice a stop signal."""
 DRAIN_TIMEOUT_S = 6.0
 """How long a stopping node waits for its in-flight work (an episode) to end, s. ``ros2 launch`` sends SIGKILL
 10 s after its SIGINT."""
+RESEND_AFTER_S = 5.0
+"""A service request left unanswered this long is sent again, s (:func:`call_resending`)."""
 RESULT_SETTLE_S = 0.5
 """After its in-flight work has ended, a stopping node spins this long more, s, before it is destroyed: an action
 server sends a finished goal's result from an executor task it schedules only after the execute callback has
@@ -172,6 +176,61 @@ def spin_until(node: Node, done: Callable[[], bool], timeout: float = 30.0) -> b
     finally:
         executor.remove_node(node)
     return done()
+
+
+def call_resending(
+    client: Any,
+    request: Any,
+    timeout: float,
+    spin_once: Callable[[float], None] | None = None,
+    resend_after: float = RESEND_AFTER_S,
+    on_resend: Callable[[int], None] | None = None,
+) -> Any | None:
+    """Call the service of ``client`` and return the first response, sending the request again while none comes.
+
+    A server that has not yet discovered a new client's response reader drops its answer: with Fast DDS it waits
+    100 ms for the client, then only warns "client will not receive response" (on a loaded machine, the first call
+    after ``wait_for_service`` can fall into that window). So the request is sent again after ``resend_after`` s
+    without an answer, then after twice that, and so on (``on_resend(attempt)`` is told each time), and the first
+    answer to any of the copies is returned; None after ``timeout`` s. A slow server is not held up: the earlier
+    copies stay pending, and their answers count. ``spin_once(seconds)`` spins the client's node for at most that
+    long; without it another thread spins the node and this one waits. Only for requests that may be served
+    twice: reads, and generation from explicit seeds.
+    """
+    futures: list[Future] = []
+    start = time.monotonic()
+    end, send_at, gap = start + timeout, start, resend_after
+    try:
+        while True:
+            now = time.monotonic()
+            if now >= send_at and now < end:
+                futures.append(client.call_async(request))
+                if len(futures) > 1 and on_resend is not None:
+                    on_resend(len(futures) - 1)
+                send_at, gap = now + gap, gap * 2
+            answered = next((f for f in futures if f.done()), None)
+            if answered is not None:
+                return answered.result()
+            if now >= end:
+                return None
+            if spin_once is not None:
+                spin_once(min(0.05, max(0.0, end - now)))
+            else:
+                time.sleep(0.01)
+    finally:
+        for future in futures:
+            if not future.done():
+                client.remove_pending_request(future)
+
+
+def call_spinning(node: Node, client: Any, request: Any, timeout: float = 30.0) -> Any | None:
+    """:func:`call_resending` for a caller without an executor: spin ``node`` while waiting; None after ``timeout``."""
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    try:
+        return call_resending(client, request, timeout, lambda seconds: executor.spin_once(timeout_sec=seconds))
+    finally:
+        executor.remove_node(node)
 
 
 class NodeThread:
