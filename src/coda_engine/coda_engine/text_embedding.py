@@ -40,6 +40,15 @@ def _model() -> object:
     return _MODEL
 
 
+def load_model() -> None:
+    """Import and load the text model now rather than at the first embedding (a no-op once it is loaded).
+
+    Its import runs many C extensions' initialisation (transformers, scipy); a process that raises on a stop signal
+    loads it first, at a point where the signal is only noted (``coda_loop.ros.loop_node``).
+    """
+    _model()
+
+
 @dataclass
 class TextEmbedder:
     """Embeds strings with MiniLM; every distinct string is encoded once per torch thread count."""

@@ -58,6 +58,33 @@ def test_ctrl_c_and_the_signal_launch_sends_after_it_stop_the_loop_resumable(tmp
         assert list(db.execute("SELECT round, step FROM loop_steps")) == [], "round 0's training cannot have finished"
 
 
+def test_ctrl_c_while_the_text_model_loads_stops_the_loop_cleanly(tmp_path: Path, ros_domain: int) -> None:
+    """A signal inside the text model's import (C extensions initialising) is noted and acted on after it: exit 0."""
+    log = tmp_path / "loop.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "coda_loop.ros.loop_node", "--ros-args",
+                                 "-p", f"run_dir:={tmp_path / 'run'}", "-p", "rounds:=1", "-p", "budget:=2",
+                                 "-p", "discovery_wait_s:=0.5", "-p", "wait_for_workers_s:=0.5"],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "loading the text model" not in log.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # the second one of ros2 launch, at once
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
+    assert "Traceback" not in text and "ImportError" not in text, text[-3000:]
+    assert "stop signal while the text model loaded" in text, text[-3000:]  # it landed in the import
+    assert f"the next start with run_dir {tmp_path / 'run'} resumes the run" in text, text[-3000:]
+
+
 def test_the_round_budget_and_run_size_have_one_default() -> None:
     """LoopConfig's defaults are the node's, loop.yaml's, the launch file's and (budget) the critic node's."""
     import ast

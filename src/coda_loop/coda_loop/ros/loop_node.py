@@ -27,6 +27,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from coda_engine.ros.spin import StopSignal, shutdown_context, stop_on_first_signal
+from coda_engine.text_embedding import load_model as load_text_model
 from coda_loop.config import LoopConfig
 from coda_loop.ros.graph import DISCOVERY_WAIT_S, refuse_second_loop
 from coda_loop.ros.remote import use_nodes
@@ -74,20 +75,30 @@ class LoopNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Run the loop to its end, or until the first SIGINT / SIGTERM."""
-    running = [True]
+    running, noting = [True], [False]
 
     def interrupt(signum: int) -> None:
-        if running[0]:  # once the run is closing, a signal changes nothing
+        if running[0] and not noting[0]:  # once the run is closing, a signal changes nothing
             raise StopSignal
 
     # The signal stops the work where it is and the clean-up below still has its ROS context (rclpy's own
     # handlers would shut it down first); the loop's waits for episodes are short, so it stops within 0.1 s.
-    stop_on_first_signal(on_first=interrupt)
+    stop = stop_on_first_signal(on_first=interrupt)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = LoopNode()
     loop: CoevolutionLoop | None = None
     code = 0
     try:
+        # The text model is imported before the work, with a stop signal only noted meanwhile: raised inside that
+        # import, StopSignal made a C extension's initialisation fail ("ImportError: initialization failed") and
+        # the node exit 1 instead of stopping.
+        node.get_logger().info("loading the text model")
+        noting[0] = True
+        load_text_model()
+        noting[0] = False
+        if stop.is_set():
+            node.get_logger().info("stop signal while the text model loaded")
+            raise StopSignal
         if node.discovery_wait > 0:
             refuse_second_loop(node, node.discovery_wait)
         loop = CoevolutionLoop(node.run_dir, node.config(), node=node,
