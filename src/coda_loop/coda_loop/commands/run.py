@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from coda_engine.processes import signals_held
+from coda_engine.text_embedding import load_model as load_text_model
 from coda_loop.config import METHODS
 from coda_loop.ros.graph import DISCOVERY_WAIT_S
 from coda_loop.step_results import DiagnoseResult, EpisodesResult, EvaluateResult, StepResult, TrainResult
@@ -215,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
 
         use_nodes(loop, args.generator_service, args.critic_service)
     try:
+        with signals_held(signal.SIGINT):  # a Ctrl-C inside the text model's import would break it (ImportError)
+            load_text_model()
         summary = loop.run()
     except KeyboardInterrupt:
         print(f"\ncoda run: interrupted; continue with `coda run --resume {run_dir}`", file=sys.stderr)

@@ -18,6 +18,7 @@ own after a terminal's Ctrl-C).
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from coda_engine.processes import signals_held
 from coda_engine.ros.spin import StopSignal, shutdown_context, stop_on_first_signal
 from coda_engine.text_embedding import load_model as load_text_model
 from coda_loop.config import LoopConfig
@@ -75,30 +77,27 @@ class LoopNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Run the loop to its end, or until the first SIGINT / SIGTERM."""
-    running, noting = [True], [False]
+    running = [True]
 
     def interrupt(signum: int) -> None:
-        if running[0] and not noting[0]:  # once the run is closing, a signal changes nothing
+        if running[0]:  # once the run is closing, a signal changes nothing
             raise StopSignal
 
     # The signal stops the work where it is and the clean-up below still has its ROS context (rclpy's own
     # handlers would shut it down first); the loop's waits for episodes are short, so it stops within 0.1 s.
-    stop = stop_on_first_signal(on_first=interrupt)
+    stop_on_first_signal(on_first=interrupt)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = LoopNode()
     loop: CoevolutionLoop | None = None
     code = 0
     try:
-        # The text model is imported before the work, with a stop signal only noted meanwhile: raised inside that
+        # The text model is imported before the work, with the stop signals held meanwhile: raised inside that
         # import, StopSignal made a C extension's initialisation fail ("ImportError: initialization failed") and
         # the node exit 1 instead of stopping.
         node.get_logger().info("loading the text model")
-        noting[0] = True
-        load_text_model()
-        noting[0] = False
-        if stop.is_set():
-            node.get_logger().info("stop signal while the text model loaded")
-            raise StopSignal
+        with signals_held(signal.SIGINT, signal.SIGTERM):
+            load_text_model()
+        node.get_logger().info("text model loaded")
         if node.discovery_wait > 0:
             refuse_second_loop(node, node.discovery_wait)
         loop = CoevolutionLoop(node.run_dir, node.config(), node=node,
