@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coda_loop.config import LoopConfig, load_config
+from coda_loop.config import LoopConfig, load_config, run_config
 from coda_loop.rounds import ROUND0_STEPS, ROUND_STEPS
 from coda_loop.step_results import (
     BCGate,
@@ -105,6 +105,15 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("budget: 5\nmethod: open_loop\n")
     assert load_config(good, {"rounds": 7}) == LoopConfig(budget=5, method="open_loop", rounds=7)
+    assert run_config(tmp_path / "nothing") is None  # no run folder
+    (tmp_path / "broken").mkdir()
+    for text, error in (("{", r"broken/config.json is not valid JSON"), ("[1]", r"must hold a mapping"),
+                        ('{"budgte": 5}', r"unknown keys \['budgte'\]")):
+        (tmp_path / "broken" / "config.json").write_text(text)
+        with pytest.raises(ValueError, match=error):
+            run_config(tmp_path / "broken")
+    (tmp_path / "broken" / "config.json").write_text('{"budget": 5, "method": "open_loop"}')
+    assert run_config(tmp_path / "broken") == LoopConfig(budget=5, method="open_loop")
     assert not LoopConfig(method="closed_loop").uses_critic
     ablation = LoopConfig(method="coda_no_potential")
     assert ablation.uses_memory and ablation.uses_critic and not ablation.uses_potentials

@@ -357,6 +357,24 @@ class LoopConfig:
         return cls(**dict(data))
 
 
+RUN_CONFIG = "config.json"
+"""The file of a run folder holding the run's :class:`LoopConfig` (written out: :meth:`LoopConfig.pinned`)."""
+
+
+def run_config(run_dir: str | Path) -> LoopConfig | None:
+    """Return the config a run folder holds, None when ``run_dir`` holds no run; ValueError names a broken file."""
+    path = Path(run_dir) / RUN_CONFIG
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a mapping of LoopConfig keys, not {type(data).__name__}")
+    return LoopConfig.from_dict(data)
+
+
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LoopConfig:
     """Read a YAML or JSON config file (keys of :class:`LoopConfig`) and apply ``overrides``."""
     import yaml

@@ -44,7 +44,6 @@ Pure module: no rclpy.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -55,7 +54,7 @@ import numpy as np
 
 from coda_engine.episodes import SOURCE_REAL
 from coda_engine.sim.scene import Scene, SceneParams
-from coda_loop.config import LoopConfig
+from coda_loop.config import RUN_CONFIG, LoopConfig, run_config
 from coda_loop.diagnosing import DiagnoseStep
 from coda_loop.evaluating import EvaluateStep
 from coda_loop.files import atomic_json
@@ -151,13 +150,13 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
 
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        config_file = self.run_dir / "config.json"
+        held = run_config(self.run_dir)
         if config is None:
-            if not config_file.is_file():
-                raise ValueError(f"{self.run_dir} is not a run folder (no config.json)")
-            config = LoopConfig.from_dict(json.loads(config_file.read_text()))
-        elif config_file.is_file():
-            saved = LoopConfig.from_dict(json.loads(config_file.read_text())).pinned().to_dict()
+            if held is None:
+                raise ValueError(f"{self.run_dir} is not a run folder (no {RUN_CONFIG})")
+            config = held
+        elif held is not None:
+            saved = held.pinned().to_dict()
             given = config.pinned().to_dict()
             differ = sorted(k for k in given if k not in MAY_CHANGE_ON_RESUME and given[k] != saved.get(k))
             if differ:
@@ -165,7 +164,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                                  f"resume it without a config (only {', '.join(MAY_CHANGE_ON_RESUME)} may change)")
         # written out (LoopConfig.pinned): a later change of a method's defaults does not change this run
         self.config = config.pinned()
-        atomic_json(config_file, self.config.to_dict())
+        atomic_json(self.run_dir / RUN_CONFIG, self.config.to_dict())
         self.ckpt_root = self.run_dir / "checkpoints"
         self.demo_dir = self.run_dir / "demos"
         self.ckpt_root.mkdir(exist_ok=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from coda_loop.config import METHODS, OOD_SPLITS, PRESETS, SPLITS, LoopConfig
+from coda_loop.config import METHODS, OOD_SPLITS, PRESETS, SPLITS, LoopConfig, run_config
 from coda_loop.step_results import EvaluateResult
 
 
@@ -301,9 +301,9 @@ def run(args: argparse.Namespace) -> int:
         for method in methods:
             run_dir = out / f"seed{seed}" / method
             fields = fields_of(method, seed)
-            if (run_dir / "config.json").is_file():  # a run started before goes on with its own settings
-                config = LoopConfig.from_dict({**json.loads((run_dir / "config.json").read_text()),
-                                               "progress": not args.quiet})
+            held = run_config(run_dir)
+            if held is not None:  # a run started before goes on with its own settings
+                config = dataclasses.replace(held, progress=not args.quiet)
             elif method == "sft":
                 config = LoopConfig(**{**fields, "rounds": 0})
             else:

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from coda_loop.config import LoopConfig, load_config
+    from coda_loop.config import LoopConfig, load_config, run_config
 
     overrides = {k: getattr(args, k) for k in ("rounds", "budget", "workers", "method", "seed")
                  if getattr(args, k) is not None}
@@ -68,10 +68,10 @@ def _config(args: argparse.Namespace) -> Any:
     if args.resume is not None and args.run_dir is not None:
         raise ValueError("give --resume or --run-dir, not both")
     if args.resume is not None:
-        config_file = args.resume / "config.json"
-        if not config_file.is_file():
+        held = run_config(args.resume)
+        if held is None:
             raise ValueError(f"--resume {args.resume}: not a run folder (no config.json)")
-        saved = json.loads(config_file.read_text())
+        saved = held.to_dict()
         changed = sorted(k for k in overrides if k not in ("rounds", "workers", "progress") and saved.get(k) !=
                          overrides[k])
         if changed or args.config is not None:

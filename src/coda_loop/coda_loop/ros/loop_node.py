@@ -30,7 +30,7 @@ from rclpy.signals import SignalHandlerOptions
 from coda_engine.processes import signals_held
 from coda_engine.ros.spin import StopSignal, shutdown_context, stop_on_first_signal
 from coda_engine.text_embedding import load_model as load_text_model
-from coda_loop.config import LoopConfig
+from coda_loop.config import RUN_CONFIG, LoopConfig
 from coda_loop.ros.graph import DISCOVERY_WAIT_S, refuse_second_loop
 from coda_loop.ros.remote import use_nodes
 from coda_loop.rounds import CoevolutionLoop
@@ -62,7 +62,7 @@ class LoopNode(Node):
 
         With ``config_file`` the file's fields are used and the other parameters only fill in what it leaves out.
         """
-        if (self.run_dir / "config.json").is_file():
+        if (self.run_dir / RUN_CONFIG).is_file():
             return None
         if self.config_file:
             import yaml
