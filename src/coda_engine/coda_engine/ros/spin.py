@@ -231,6 +231,7 @@ def call_spinning(node: Node, client: Any, request: Any, timeout: float = 30.0) 
         return call_resending(client, request, timeout, lambda seconds: executor.spin_once(timeout_sec=seconds))
     finally:
         executor.remove_node(node)
+        executor.shutdown()
 
 
 class NodeThread:

@@ -49,20 +49,15 @@ def answers(node: Node, fqn: str, timeout: float = ANSWER_TIMEOUT_S) -> bool:
     ``node`` must not be in an executor (it is spun here, on its own context, until the answer or the timeout).
     """
     from rcl_interfaces.srv import ListParameters
-    from rclpy.executors import SingleThreadedExecutor
+
+    from coda_engine.ros.spin import call_spinning
 
     client = node.create_client(ListParameters, f"{fqn}/list_parameters")
-    executor = SingleThreadedExecutor(context=node.context)
     try:
         if not client.wait_for_service(timeout_sec=timeout):
             return False
-        future = client.call_async(ListParameters.Request(depth=1))
-        executor.add_node(node)
-        executor.spin_until_future_complete(future, timeout_sec=timeout)
-        return future.done() and future.exception() is None and future.result() is not None
+        return call_spinning(node, client, ListParameters.Request(depth=1), timeout) is not None
     finally:
-        executor.remove_node(node)
-        executor.shutdown()
         node.destroy_client(client)
 
 
