@@ -7,10 +7,25 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
 
 import pytest
 
 from coda_engine.processes import signals_held
+
+
+@pytest.fixture(autouse=True)
+def python_sigint_handler() -> Iterator[None]:
+    """Python's own SIGINT handler while a test runs, whatever the test process inherited.
+
+    A process started in the background of a non-interactive shell inherits SIGINT ignored, and Python then leaves
+    it ignored (no ``KeyboardInterrupt``); the tests here are about the handler a terminal's Ctrl-C reaches.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_held_signal_reaches_the_previous_handler_after_the_block() -> None:

@@ -213,9 +213,19 @@ class _TwoPaths:
         while time.monotonic() < end:
             self.executor.spin_once(timeout_sec=0.01)
 
-    def publish(self, what: str, msg: Any) -> None:
+    def publish(self, what: str, msg: Any, matched: bool = True, timeout: float = 30.0) -> None:
+        """Publish ``msg`` on topic ``what`` of every node, with ``matched`` once each node's subscription matched.
+
+        The instruction and the objects are sent once to volatile subscriptions: sent before discovery has matched
+        them (slow on a loaded machine), they would be lost.
+        """
+        deadline = time.monotonic() + timeout
         for p in self.paths:
-            self.pubs[p][what].publish(msg)
+            publisher = self.pubs[p][what]
+            while matched and publisher.get_subscription_count() == 0:  # discovery runs on DDS threads
+                assert time.monotonic() < deadline, f"the {publisher.topic_name} subscription was never matched"
+                time.sleep(0.05)
+            publisher.publish(msg)
 
     def joints(self, names: list[str], positions: list[float], age: float = 0.0, answer: bool = True,
                timeout: float = 30.0) -> dict[str, ArmCommand] | None:
@@ -229,7 +239,7 @@ class _TwoPaths:
         self._used.add(key)
         msg = JointState(name=names, position=positions)
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(key, 1_000_000_000)
-        self.publish("joints", msg)
+        self.publish("joints", msg, matched=False)  # probes repeat it until they are answered
         if not answer:
             self.spin(0.2)
             return None
