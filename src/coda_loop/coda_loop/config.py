@@ -164,7 +164,7 @@ class LoopConfig:
     """With corrective demonstrations: a scene the policy solved is demonstrated by the policy's own run, every step
     labelled with the expert's action (DAgger labels on the states it reached), in place of the expert's
     demonstration from the start (beside it with ``corrective_beside_start``). Lowered ``coda`` on validation by
-    17 points on a development seed (``docs/results.md``, "Three knobs of the corrective data")."""
+    17 points on a development seed (``docs/results.md``, "Four knobs of the corrective data")."""
     max_new_demos: int = 0
     """Most new expert demonstrations per round (0: one per generated scene)."""
     demonstrator: str = "state_expert"
