@@ -38,6 +38,19 @@ def _object_states(arm: SimArm, stamp: Any) -> ObjectStates:
     return msg
 
 
+def _send(publisher: Any, msg: Any, timeout: float = 30.0) -> None:
+    """Publish ``msg`` once ``publisher`` has matched a node's subscription.
+
+    A volatile message sent before that is lost (discovery is slow on a loaded machine), and each topic is discovered
+    on its own: commands flowing from the node prove nothing about its ``instruction`` subscription.
+    """
+    deadline = time.monotonic() + timeout
+    while publisher.get_subscription_count() == 0:  # discovery runs on DDS threads: no spinning needed
+        assert time.monotonic() < deadline, f"the node's {publisher.topic_name} subscription was never matched"
+        time.sleep(0.05)
+    publisher.publish(msg)
+
+
 class _Cell:
     """The policy node's world from the test's side: feeds joint and object states, collects its commands."""
 
@@ -63,18 +76,6 @@ class _Cell:
             js.header.stamp = stamp
             self.joints.publish(js)
         self.objects.publish(_object_states(self.arm, stamp))
-
-    def send(self, publisher: Any, msg: Any, timeout: float = 30.0) -> None:
-        """Publish ``msg`` once ``publisher`` has matched the node's subscription.
-
-        A volatile message sent before that is lost, and each topic is discovered on its own: commands flowing
-        from the node prove nothing about its ``instruction`` subscription.
-        """
-        deadline = time.monotonic() + timeout
-        while publisher.get_subscription_count() == 0:  # discovery runs on DDS threads: no spinning needed
-            assert time.monotonic() < deadline, f"the node's {publisher.topic_name} subscription was never matched"
-            time.sleep(0.05)
-        publisher.publish(msg)
 
     def run_until(self, done: Callable[[ArmCommand], bool], timeout: float = 40.0) -> ArmCommand:
         """Feed inputs every 50 ms and spin until a command satisfies ``done``; return it."""
@@ -112,7 +113,7 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
     first = run_until(lambda c: True)
     assert first.hold and first.hold_reason
     # The node commands (holds), so it subscribes; the instruction goes out once this side has matched it.
-    cell.send(instr_pub, String(data="touch the red ball"))
+    _send(instr_pub, String(data="touch the red ball"))
     cmd = run_until(lambda c: not c.hold)
     assert cmd.policy_version == "v1"
     assert max(abs(cmd.delta.x), abs(cmd.delta.y), abs(cmd.delta.z)) <= 0.05 and -1.0 <= cmd.gripper <= 1.0
@@ -122,7 +123,7 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
     stale = run_until(lambda c: c.hold and "stale" in c.hold_reason)
     assert (stale.delta.x, stale.delta.y, stale.delta.z) == (0.0, 0.0, 0.0)
     feed["joints"] = True
-    cell.send(version_pub, PolicyVersion(version_id="v2", checkpoint_uri=f"file://{tmp_path / 'v2'}",
+    _send(version_pub, PolicyVersion(version_id="v2", checkpoint_uri=f"file://{tmp_path / 'v2'}",
                                          checkpoint_sha256="0" * 64))
     version_pub.publish(PolicyVersion(version_id="v2", checkpoint_uri="v2",
                                       checkpoint_sha256=file_sha256(tmp_path / "v2" / MODEL_FILE)))
@@ -164,10 +165,10 @@ def test_policy_node_fetches_the_versions_this_machine_lacks(tmp_path, rclpy_nod
     arm.reset(generate("reach", np.random.default_rng(0), SceneParams()))
     cell = _Cell(rclpy_node, arm, {})
     cell.run_until(lambda c: True)
-    cell.send(cell.instruction, String(data="touch the red ball"))
+    _send(cell.instruction, String(data="touch the red ball"))
     first = cell.run_until(lambda c: not c.hold)
     assert (first.policy_version, first.policy_sha256) == ("v1", digests["v1"])  # initial_version, fetched
-    cell.send(cell.version, PolicyVersion(version_id="v2", checkpoint_uri="file:///on/the/loop/machine/v2",
+    _send(cell.version, PolicyVersion(version_id="v2", checkpoint_uri="file:///on/the/loop/machine/v2",
                                           checkpoint_sha256=digests["v2"]))
     assert cell.run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_sha256 == digests["v2"]
     # a version the run cannot give (no such model): logged, and the node keeps commanding with v2
@@ -213,19 +214,13 @@ class _TwoPaths:
         while time.monotonic() < end:
             self.executor.spin_once(timeout_sec=0.01)
 
-    def publish(self, what: str, msg: Any, matched: bool = True, timeout: float = 30.0) -> None:
-        """Publish ``msg`` on topic ``what`` of every node, with ``matched`` once each node's subscription matched.
-
-        The instruction and the objects are sent once to volatile subscriptions: sent before discovery has matched
-        them (slow on a loaded machine), they would be lost.
-        """
-        deadline = time.monotonic() + timeout
+    def publish(self, what: str, msg: Any, matched: bool = True) -> None:
+        """Publish ``msg`` on topic ``what`` of every node; with ``matched`` as :func:`_send` does (sent once)."""
         for p in self.paths:
-            publisher = self.pubs[p][what]
-            while matched and publisher.get_subscription_count() == 0:  # discovery runs on DDS threads
-                assert time.monotonic() < deadline, f"the {publisher.topic_name} subscription was never matched"
-                time.sleep(0.05)
-            publisher.publish(msg)
+            if matched:
+                _send(self.pubs[p][what], msg)
+            else:
+                self.pubs[p][what].publish(msg)
 
     def joints(self, names: list[str], positions: list[float], age: float = 0.0, answer: bool = True,
                timeout: float = 30.0) -> dict[str, ArmCommand] | None:
