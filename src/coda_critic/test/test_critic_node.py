@@ -268,9 +268,10 @@ def test_topic_episodes_give_diagnoses_and_programs_bad_ones_are_dropped(recorde
         (ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=0), False),
         (ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=12), True),
     ):
-        future = params.call_async(SetParameters.Request(parameters=[Parameter(name="generation_budget", value=value)]))
-        assert spin_until(rclpy_node, future.done)
-        (result,) = future.result().results
+        answer = call_spinning(rclpy_node, params,
+                               SetParameters.Request(parameters=[Parameter(name="generation_budget", value=value)]))
+        assert answer is not None, "critic/set_parameters did not answer"
+        (result,) = answer.results
         assert result.successful == ok, result.reason
         if not ok:
             assert "generation_budget=0 must be >= 1" in result.reason
@@ -345,9 +346,9 @@ def set_parameters(node: Any, client: Any, **values: str) -> list[Any]:
         Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value))
         for name, value in values.items()
     ]
-    future = client.call_async(SetParameters.Request(parameters=params))
-    assert spin_until(node, future.done), "no answer from set_parameters"
-    return list(future.result().results)
+    answer = call_spinning(node, client, SetParameters.Request(parameters=params))
+    assert answer is not None, "no answer from set_parameters"
+    return list(answer.results)
 
 
 def test_vlm_backend_constrained_answers_free_falls_back_to_learned(

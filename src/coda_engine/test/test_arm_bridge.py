@@ -189,6 +189,8 @@ def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, r
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
 
+    from coda_engine.ros.spin import call_spinning
+
     start_arm(start_process)
     start_bridge(start_process, ROBOT_FILE)
     probe = Probe(rclpy_node)
@@ -239,8 +241,9 @@ def test_watchdog_estop_and_silent_streams(tmp_path: Path, start_process: Any, r
     probe.events.clear()
     probe.drive(0.5, dx=0.01)
     value = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=1.0)
-    future = client.call_async(SetParameters.Request(parameters=[Parameter(name="drop_rate", value=value)]))
-    assert probe.spin(5.0, future.done) and future.result().results[0].successful
+    answer = call_spinning(rclpy_node, client, SetParameters.Request(parameters=[Parameter(name="drop_rate",
+                                                                                         value=value)]))
+    assert answer is not None and answer.results[0].successful
     probe.drive(1.5, dx=0.01)
     assert probe.wait_for_event("watchdog", detail="joint_states silent").holding
 

@@ -205,13 +205,15 @@ class Probe:
         from rcl_interfaces.srv import SetParameters
         from rclpy.parameter import Parameter
 
+        from coda_engine.ros.spin import call_spinning
+
         assert self.spin(10.0, self.parameters.service_is_ready), "set_parameters not available"
         request = SetParameters.Request(
             parameters=[Parameter(k, value=v).to_parameter_msg() for k, v in values.items()]
         )
-        future = self.parameters.call_async(request)
-        assert self.spin(5.0, future.done)
-        return future.result().results
+        answer = call_spinning(self.node, self.parameters, request)
+        assert answer is not None, "set_parameters did not answer"
+        return answer.results
 
     def counters(self) -> dict:
         """Counters of the next ~/faults message."""

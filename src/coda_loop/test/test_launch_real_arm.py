@@ -49,6 +49,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
+from coda_engine.ros.spin import call_resending
 from coda_msgs.action import RunEpisode
 from coda_msgs.msg import ArmCommand, ObjectStates, SafetyEvent, SceneSpec
 
@@ -156,9 +157,10 @@ class Probe:
 
         client = self.node.create_client(GetParameters, f"{fqn}/get_parameters")
         assert client.wait_for_service(timeout_sec=30.0), f"{fqn}/get_parameters did not appear"
-        future = client.call_async(GetParameters.Request(names=names))
-        assert self.spin(future.done, 30.0), f"{fqn}/get_parameters did not answer"
-        values = future.result().values
+        answer = call_resending(client, GetParameters.Request(names=names), 30.0,
+                                lambda seconds: self.executor.spin_once(timeout_sec=seconds))
+        assert answer is not None, f"{fqn}/get_parameters did not answer"
+        values = answer.values
         return {name: parameter_value_to_python(value) for name, value in zip(names, values, strict=True)}
 
 

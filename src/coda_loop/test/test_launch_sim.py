@@ -47,6 +47,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 
+from coda_engine.ros.spin import call_spinning
 from coda_msgs.msg import MemoryEvent, ObjectStates
 from coda_msgs.srv import QueryMemory
 
@@ -117,9 +118,9 @@ def spin_until(node: Node, done: Any, timeout: float) -> bool:
 def call(node: Node, client: Any, request: Any, timeout: float = 30.0) -> Any:
     """Call a service and return its response."""
     assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} did not appear"
-    future = client.call_async(request)
-    assert spin_until(node, future.done, timeout), f"{client.srv_name} did not answer"
-    return future.result()
+    answer = call_spinning(node, client, request, timeout)
+    assert answer is not None, f"{client.srv_name} did not answer"
+    return answer
 
 
 def parameters(node: Node, fqn: str, names: list[str]) -> dict[str, Any]:
