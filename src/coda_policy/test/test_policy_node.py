@@ -124,7 +124,7 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
     assert (stale.delta.x, stale.delta.y, stale.delta.z) == (0.0, 0.0, 0.0)
     feed["joints"] = True
     _send(version_pub, PolicyVersion(version_id="v2", checkpoint_uri=f"file://{tmp_path / 'v2'}",
-                                         checkpoint_sha256="0" * 64))
+                                     checkpoint_sha256="0" * 64))
     version_pub.publish(PolicyVersion(version_id="v2", checkpoint_uri="v2",
                                       checkpoint_sha256=file_sha256(tmp_path / "v2" / MODEL_FILE)))
     assert run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_version == "v2"
@@ -169,7 +169,7 @@ def test_policy_node_fetches_the_versions_this_machine_lacks(tmp_path, rclpy_nod
     first = cell.run_until(lambda c: not c.hold)
     assert (first.policy_version, first.policy_sha256) == ("v1", digests["v1"])  # initial_version, fetched
     _send(cell.version, PolicyVersion(version_id="v2", checkpoint_uri="file:///on/the/loop/machine/v2",
-                                          checkpoint_sha256=digests["v2"]))
+                                      checkpoint_sha256=digests["v2"]))
     assert cell.run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_sha256 == digests["v2"]
     # a version the run cannot give (no such model): logged, and the node keeps commanding with v2
     cell.version.publish(PolicyVersion(version_id="v3", checkpoint_uri="file:///on/the/loop/machine/v3",
