@@ -110,3 +110,44 @@ def test_state_expert_demonstrates_through_resolve_and_collect(arm):
 def test_unknown_demonstrator_is_named():
     with pytest.raises(ValueError, match="demonstrator 'oracle' must be one of"):
         demonstrator("reach", "oracle")
+
+
+def test_realign_push_goes_back_down_where_the_default_climbs(arm):
+    """Push labels low behind the target depend on ``realign_push``.
+
+    With it, a tool point just above the push height or just off the push line, behind the target (where a policy's
+    push often is), goes back to the push's start without climbing, where the default climbs to re-approach; on the
+    line at the push height both push, and far off to the side both climb.
+    """
+    scene = generate("push", np.random.default_rng(4), SceneParams())
+    arm.reset(scene)
+    state = arm.world_state()
+    p, g = np.asarray(state.target_pos, float), np.asarray(state.goal_pos, float)
+    u = (g[:2] - p[:2]) / np.linalg.norm(g[:2] - p[:2])
+    side = np.array([-u[1], u[0]])
+    reach = float(np.hypot(state.target_size[0], state.target_size[1]))
+    push_z = float(np.clip(state.target_size[2], 0.02, 0.03))
+    for realign in (False, True):
+        expert = StateExpert("push", realign_push=realign)
+        for perp, dz, want in ((0.03, 0.0, "back"), (0.0, 0.02, "back"), (0.0, 0.0, "push"), (0.08, 0.0, "up")):
+            if want == "back" and not realign:
+                want = "up"
+            ee = np.array([*(p[:2] - (reach + 0.02) * u + perp * side), push_z + dz])
+            expert.reset()
+            action = expert.act(type(state)(**{**state.__dict__, "ee_pos": ee}))
+            toward_goal = float(action[:2] @ u)
+            if want == "back":
+                assert action[2] <= 0.0 and toward_goal < 0.0, (realign, perp, dz, action)
+            elif want == "push":
+                assert toward_goal > 0.0 and abs(action[2]) < 0.01, (realign, perp, dz, action)
+            else:
+                assert action[2] > 0.0, (realign, perp, dz, action)
+
+
+@pytest.mark.parametrize("realign", [False, True])
+def test_state_expert_solves_push_with_either_labelling(arm, realign):
+    rng = np.random.default_rng(12)
+    for _ in range(2):
+        expert = StateExpert("push", realign_push=realign)
+        expert.reset()
+        assert run_episode(arm, generate("push", rng, SceneParams()), lambda o, s, e=expert: e.act(s)).success

@@ -160,6 +160,11 @@ class LoopConfig:
     corrective_beside_start: bool = False
     """With corrective demonstrations: a failed scene keeps both its corrective demonstration and the expert's
     demonstration from the start (False: the corrective one replaces it, one demonstration per scene)."""
+    corrective_push_realign: bool = False
+    """With corrective demonstrations: the expert that labels and finishes them, in a push, takes a tool point low
+    behind the target back down to the push's start instead of climbing to re-approach
+    (``coda_engine.sim.state_expert.StateExpert``'s ``realign_push``); demonstrations from the start keep the
+    shipped phase rules. False: the shipped labels, which climb away from most of a policy's own pushes."""
     relabel_successes: bool = False
     """With corrective demonstrations: a scene the policy solved is demonstrated by the policy's own run, every step
     labelled with the expert's action (DAgger labels on the states it reached), in place of the expert's

@@ -226,10 +226,11 @@ class TrainStep:
         def relabel(mode: str) -> int:
             return NEVER if mode == RELABELLED_SUCCESS else self.config.corrective_relabel
 
+        realign = self.config.corrective_push_realign
         if self.config.workers == 0:
-            return [run_corrective_local(s, version, str(self.ckpt_root), t, relabel(m)) for s, (t, m) in jobs]
+            return [run_corrective_local(s, version, str(self.ckpt_root), t, relabel(m), realign) for s, (t, m) in jobs]
         futures = [self.runner.pool.submit(run_corrective_local, s, version, str(self.ckpt_root), t,  # type: ignore[union-attr]
-                                           relabel(m)) for s, (t, m) in jobs]
+                                           relabel(m), realign) for s, (t, m) in jobs]
         return [f.result() for f in futures]
 
     def _bc_gate(self, r: int, parent: str, version: str) -> BCGate:

@@ -65,7 +65,8 @@ def run_local(scene: Scene, version: str, checkpoint_root: str, episode_id: str,
                                                           sample_every=SAMPLE_EVERY))
 
 
-def run_corrective_local(scene: Scene, version: str, checkpoint_root: str, takeover: int, relabel: int) -> Any:
+def run_corrective_local(scene: Scene, version: str, checkpoint_root: str, takeover: int, relabel: int,
+                         realign_push: bool = False) -> Any:
     """Run one corrective demonstration in this process (``coda_policy.corrective.run_corrective``)."""
     global _ARM
     from coda_engine.policies import resolve
@@ -75,7 +76,7 @@ def run_corrective_local(scene: Scene, version: str, checkpoint_root: str, takeo
     if _ARM is None:
         _ARM = SimArm()
     act = resolve(version, scene, Path(checkpoint_root), _ARM.config.control_hz)
-    return run_corrective(_ARM, scene, act, takeover, relabel)
+    return run_corrective(_ARM, scene, act, takeover, relabel, realign_push=realign_push)
 
 
 class EpisodeRunner:

@@ -94,18 +94,19 @@ def takeover_step(trace_steps: Sequence[int], trace_stages: Sequence[int], faile
 
 
 def run_corrective(arm: object, scene: Scene, policy: ActionFn, takeover: int, relabel: int = 0,
-                   max_steps: int | None = None) -> CorrectiveEpisode:
+                   max_steps: int | None = None, realign_push: bool = False) -> CorrectiveEpisode:
     """Run ``policy`` on ``scene`` for ``takeover`` steps, then :class:`StateExpert` until success or the limit.
 
     ``arm`` is a ``coda_engine.sim.arm.SimArm``. The expert is asked for its action in every state (its
     phase follows the state; it also tracks the fingers), and states are kept from ``takeover - relabel`` on
     until an object falls off the table. The episode stops at success or after the family's ``max_steps``.
+    ``realign_push`` is :class:`StateExpert`'s (a push low behind the target goes back down to the push's start).
     """
     if takeover < 0 or relabel < 0:
         raise ValueError(f"takeover={takeover} and relabel={relabel} must be >= 0")
     family = get_family(scene.family)
     limit = max_steps or family.max_steps
-    expert = StateExpert(scene.family)
+    expert = StateExpert(scene.family, realign_push=realign_push)
     expert.reset()
     obs = arm.reset(scene)  # type: ignore[attr-defined]
     kept_obs: list[np.ndarray] = []

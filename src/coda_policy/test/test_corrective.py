@@ -102,3 +102,28 @@ def test_a_takeover_never_reached_keeps_every_policy_step_with_the_experts_label
     moved = np.linalg.norm(np.asarray(taken)[:, :3], axis=1)
     labelled = np.linalg.norm(result.actions[:, :3], axis=1)
     assert float(labelled.sum()) > float(moved.sum()) * 1.2
+
+
+@pytest.mark.parametrize("realign", [False, True])
+def test_push_labels_low_behind_the_target_follow_realign_push(arm, realign):
+    """A policy holding its tool 2 cm above the push height behind the target.
+
+    The default labels climb away to re-approach, ``realign_push`` labels go back down toward the push's start.
+    """
+    scene = generate("push", np.random.default_rng(4), SceneParams())
+    arm.reset(scene)
+    state = arm.world_state()
+    p, g = np.asarray(state.target_pos, float), np.asarray(state.goal_pos, float)
+    u = (g[:2] - p[:2]) / np.linalg.norm(g[:2] - p[:2])
+    reach = float(np.hypot(state.target_size[0], state.target_size[1]))
+    hold = np.array([*(p[:2] - (reach + 0.02) * u), float(np.clip(state.target_size[2], 0.02, 0.03)) + 0.02])
+
+    def hover(obs, s):  # drive to the hold point and stay there, fingers closed
+        return np.array([*np.clip(hold - np.asarray(s.ee_pos, float), -0.02, 0.02), -1.0], dtype=np.float32)
+
+    never = 1 << 30
+    result = run_corrective(arm, scene, hover, takeover=never, relabel=never, max_steps=60, realign_push=realign)
+    assert not result.success and len(result.actions) == 60
+    assert np.linalg.norm(np.asarray(arm.world_state().ee_pos) - hold) < 0.01  # the policy reached its hold point
+    dz = float(result.actions[-1][2])
+    assert (dz <= 0.0) if realign else (dz > 0.0), (realign, result.actions[-1])

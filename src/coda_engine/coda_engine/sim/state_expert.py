@@ -48,6 +48,12 @@ OFF_TABLE_Z = -0.02
 """An object centre below this height has fallen off the table, m."""
 LOWER_XY = 0.02
 """Horizontal distance to the release point below which a held object is lowered (instead of carried), m."""
+REALIGN_PERP = 0.04
+"""Push with ``realign_push``: largest distance from the push line of a tool point low behind the target that goes
+back to the push's start (``descend``) instead of climbing to re-approach, m."""
+REALIGN_DZ = 0.05
+"""Push with ``realign_push``: height above the push height below which a tool point behind the target counts as
+low, m (the expert's own approach passes behind the target at 0.1 m, above this band)."""
 
 
 class StateExpert:
@@ -58,9 +64,16 @@ class StateExpert:
     opening (to tell closing fingers from settled ones); :meth:`reset` clears it.
     """
 
-    def __init__(self, family: str) -> None:
-        """Wrap a fresh expert of ``family``."""
+    def __init__(self, family: str, realign_push: bool = False) -> None:
+        """Wrap a fresh expert of ``family``.
+
+        ``realign_push``: in a push, a tool point low behind the target (off the push line by less than
+        ``REALIGN_PERP`` or less than ``REALIGN_DZ`` above the push height, where a policy's push often is) goes back
+        to the push's start and down instead of climbing to the approach height and round again. A labelling choice
+        for states a policy reached (corrective demonstrations); the demonstrator keeps the default.
+        """
         self.family = get_family(family)
+        self.realign_push = realign_push
         self.expert: Any = self.family.expert()
         self.phase = ""
         self._last_gripper: float | None = None
@@ -142,9 +155,10 @@ class StateExpert:
         perp = float(np.linalg.norm(rel - along * u))
         z = _push_height(state)
         behind_xy = p[:2] - u * (reach + BEHIND)
+        low_behind = self.realign_push and along < -reach and perp < REALIGN_PERP and ee[2] < z + REALIGN_DZ
         if perp < 0.025 and along < 0.0 and ee[2] < z + 0.015:
             ex.phase = "push"
-        elif np.linalg.norm(ee[:2] - behind_xy) < 0.02 and ee[2] < 0.1 + AT_POINT:
+        elif (np.linalg.norm(ee[:2] - behind_xy) < 0.02 and ee[2] < 0.1 + AT_POINT) or low_behind:
             ex.phase = "descend"
         else:
             ex.phase = "approach"
