@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("coda_loop.commands.export", "episodes of a run as rosbag2 MCAP: coda export RUN_DIR --mcap FILE"),
     "experiment": ("coda_loop.commands.experiment", "CoDA against the baselines: coda experiment --preset small"),
     "analyze": ("coda_loop.commands.analyze", "where a run's budget went: coda analyze RUN_DIR ... --json"),
+    "compare": ("coda_loop.commands.compare", "a change against its control, paired: coda compare --arm F --control F"),
 }
 
 

@@ -164,7 +164,8 @@ class LoopConfig:
     """With corrective demonstrations: the expert that labels and finishes them, in a push, takes a tool point low
     behind the target back down to the push's start instead of climbing to re-approach
     (``coda_engine.sim.state_expert.StateExpert``'s ``realign_push``); demonstrations from the start keep the
-    shipped phase rules. False: the shipped labels, which climb away from most of a policy's own pushes."""
+    shipped phase rules. False: the shipped labels, which climb away from most of a policy's own pushes. Level with
+    them on validation over two development seeds (-1.5 points, ``docs/results.md``), so off by default."""
     relabel_successes: bool = False
     """With corrective demonstrations: a scene the policy solved is demonstrated by the policy's own run, every step
     labelled with the expert's action (DAgger labels on the states it reached), in place of the expert's

@@ -1,0 +1,122 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``coda compare``: a change against its control from results.json files, paired on seeds and scenes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coda_loop.cli import main
+from coda_loop.comparison import Side, compare, scene_families
+from coda_loop.config import OOD_SPLITS
+
+FAMILIES = ("reach", "push")
+
+
+def _outcomes(rate: dict[str, float], seed: int, per_family: int = 20) -> dict[str, dict[str, int]]:
+    """Return split -> scene -> 0/1 with success ``rate[family]``, scene ids named like the shipped suites'."""
+    rng = np.random.default_rng(seed)
+    return {split: {f"{split}-{family}-{i:03d}": int(rng.random() < rate[family])
+                    for family in FAMILIES for i in range(per_family)} for split in OOD_SPLITS}
+
+
+def _results(path: Path, runs: dict[str, dict[int, dict[str, float]]]) -> Path:
+    """Write a results.json holding ``runs``: method -> seed -> family success rate (test and validation)."""
+    data = {"runs": {method: {str(seed): {"outcomes": {"test": _outcomes(rate, 10 * seed + 1),
+                                                            "validation": _outcomes(rate, 10 * seed + 2)}}
+                              for seed, rate in by_seed.items()} for method, by_seed in runs.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _families() -> dict[str, dict[str, str]]:
+    ids = {f"{split}-{family}-{i:03d}": family for split in OOD_SPLITS for family in FAMILIES for i in range(20)}
+    return {"test": ids, "validation": ids}
+
+
+def test_difference_pools_seeds_from_several_files_and_splits_by_family(tmp_path):
+    """The arm's two seeds come from two files, the control's from one; push gains, reach is the same."""
+    arm = Side.parse([str(_results(tmp_path / "s4" / "results.json", {"coda": {4: {"reach": .9, "push": .9}}})),
+                      str(_results(tmp_path / "s0" / "results.json", {"coda": {0: {"reach": .9, "push": .9}}}))])
+    control_file = _results(tmp_path / "base" / "results.json",
+                            {"coda": {0: {"reach": .9, "push": .3}, 4: {"reach": .9, "push": .3}},
+                             "open_loop": {0: {"reach": .5, "push": .5}}})
+    result = compare(arm, Side.parse([f"{control_file}:coda"]), n_boot=2000, families=_families())
+    assert result["seeds"] == [0, 4]
+    for kind in ("validation", "test"):
+        row = result[kind]
+        assert row["seeds"] == 2 and row["scenes"] == len(OOD_SPLITS) * 40
+        # the point difference is the mean of the seeds' differences, each arm OOD mean minus the control's
+        per_seed = {s: row["arm_ood"][s] - row["control_ood"][s] for s in ("0", "4")}
+        assert row["per_seed"] == pytest.approx(per_seed)
+        assert row["diff"] == pytest.approx(np.mean(list(per_seed.values())))
+        assert row["ci"][0] > 0.1  # a 60-point gain on half the scenes
+        push, reach = row["families"]["push"], row["families"]["reach"]
+        assert push["diff"] > 0.4 and push["ci"][0] > 0.3 and push["arm"] > push["control"]
+        assert reach["diff"] == pytest.approx(0.0) and reach["ci"] == pytest.approx([0.0, 0.0])
+    # one seed only where the control has one: open_loop as the control pairs seed 0 alone
+    single = compare(arm, Side.parse([f"{control_file}:open_loop"]), n_boot=500, families=_families())
+    assert single["seeds"] == [0] and single["validation"]["seeds"] == 1
+
+
+def test_side_parse_defaults_to_coda_and_refuses_two_methods(tmp_path):
+    assert Side.parse(["runs/x/results.json"]) == Side((Path("runs/x/results.json"),), "coda")
+    assert Side.parse(["a.json:open_loop", "b.json:open_loop"]).method == "open_loop"
+    with pytest.raises(ValueError, match="one side reads one method"):
+        Side.parse(["a.json:open_loop", "b.json:coda"])
+
+
+def test_what_does_not_fit_is_named(tmp_path):
+    base = _results(tmp_path / "base" / "results.json", {"coda": {0: {"reach": .5, "push": .5}}})
+    other = _results(tmp_path / "other" / "results.json", {"coda": {7: {"reach": .5, "push": .5}}})
+    with pytest.raises(ValueError, match=r"no runs of method 'closed_loop' \(it has \['coda'\]\)"):
+        compare(Side.parse([f"{base}:closed_loop"]), Side.parse([str(base)]), families=_families())
+    with pytest.raises(ValueError, match=r"no seed in common: .* has \[7\], .* has \[0\]"):
+        compare(Side.parse([str(other)]), Side.parse([str(base)]), families=_families())
+    with pytest.raises(ValueError, match="seed 0 of coda is already in an earlier file"):
+        Side.parse([str(base), str(base)]).outcomes()
+    (tmp_path / "flat.json").write_text(json.dumps({"runs": {"coda": {"final": {}, "outcomes": {}}}}))
+    with pytest.raises(ValueError, match=r"runs\.coda must map seeds to run records, not 'final'"):
+        Side.parse([str(tmp_path / "flat.json")]).outcomes()
+    (tmp_path / "old.json").write_text(json.dumps({"results": {}}))
+    with pytest.raises(ValueError, match="has no per-run records"):
+        Side.parse([str(tmp_path / "old.json")]).outcomes()
+    with pytest.raises(ValueError, match=r"not a readable results\.json"):
+        Side.parse([str(tmp_path / "missing.json")]).outcomes()
+
+
+def test_scene_families_cover_the_shipped_suites():
+    for kind in ("test", "validation"):
+        families = scene_families(kind)
+        assert set(families.values()) == {"reach", "pick_place", "push", "stack"}
+        assert len(families) == 5 * 4 * 25  # five splits, four families, 25 entries each
+        assert all(f"-{family}-" in scene for scene, family in families.items())
+
+
+def test_cli_prints_the_comparison_and_names_a_bad_file(tmp_path, capsys):
+    """The command reads the shipped suites' families; scene ids here are the suites' own."""
+    def shipped(rate: float, seed: int, kind: str) -> dict[str, dict[str, int]]:
+        rng = np.random.default_rng(seed)
+        by_split: dict[str, dict[str, int]] = {}
+        for scene in scene_families(kind):
+            split = scene.removeprefix("val_").split("-")[0]
+            by_split.setdefault(split, {})[scene] = int(rng.random() < rate)
+        return by_split
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"runs": {m: {"3": {"outcomes": {k: shipped(rate, i, k) for i, k in
+                                                                  enumerate(("test", "validation"))}}}
+                                         for m, rate in (("coda", .8), ("open_loop", .6))}}))
+    assert main(["compare", "--arm", str(path), "--control", f"{path}:open_loop", "--boot", "500", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["seeds"] == [3] and set(result["validation"]["families"]) == {"reach", "pick_place", "push", "stack"}
+    assert 0.0 < result["validation"]["diff"] < 0.4
+    assert main(["compare", "--arm", str(path), "--control", f"{path}:open_loop", "--boot", "500"]) == 0
+    assert "validation: arm - control +" in capsys.readouterr().out
+    assert main(["compare", "--arm", str(tmp_path / "nope.json"), "--control", str(path)]) == 2
+    assert "nope.json: not a readable results.json" in capsys.readouterr().err
