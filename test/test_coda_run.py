@@ -89,6 +89,10 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         LoopConfig(finetune_lr=0.0)
     with pytest.raises(ValueError, match="demonstrator='oracle' must be one of"):
         LoopConfig(demonstrator="oracle")
+    with pytest.raises(ValueError, match=r"corrective_skip_families=\('shove',\) must be a subset of"):
+        LoopConfig(corrective_skip_families=["shove"])
+    skip = LoopConfig(corrective_skip_families=["push"])
+    assert skip.corrective_skip_families == ("push",) and LoopConfig.from_dict(skip.to_dict()) == skip
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "config.json").write_text('{"method": "sft"}')  # demonstrated by the scripted expert
     with pytest.raises(ValueError, match=r"demonstrator='state_expert' but base_from=.* was demonstrated by 'expert'"):
@@ -527,6 +531,13 @@ def test_on_policy_labels_keep_corrective_demonstrations_beside_the_experts_and_
         d.scene_id for d in diagnoses if not d.is_failure}
     # the relabelling run itself, on the loop's worker, with a policy that succeeds (the scripted expert):
     # it acts to its success and every one of its steps is kept
+    # LoopConfig.corrective_skip_families: a skipped family's scenes get no corrective demonstration
+    kept = loop.config
+    try:
+        loop.config = dataclasses.replace(kept, corrective_skip_families=("push",))
+        assert takeovers and loop._takeovers(1) == {}
+    finally:
+        loop.config = kept
     scene = loop._scenes(scenes[:1])[0]
     (episode,) = loop._corrective_episodes([(scene, (NEVER, RELABELLED_SUCCESS))], "expert")
     assert episode.success and episode.policy_steps == episode.steps == len(episode.actions) > 0

@@ -160,6 +160,9 @@ class LoopConfig:
     corrective_beside_start: bool = False
     """With corrective demonstrations: a failed scene keeps both its corrective demonstration and the expert's
     demonstration from the start (False: the corrective one replaces it, one demonstration per scene)."""
+    corrective_skip_families: tuple[str, ...] = ()
+    """With corrective demonstrations: families whose failed scenes are demonstrated by the expert from the start
+    instead (as without corrective demonstrations); empty: every family gets corrective ones."""
     corrective_push_realign: bool = False
     """With corrective demonstrations: the expert that labels and finishes them, in a push, takes a tool point low
     behind the target back down to the push's start instead of climbing to re-approach
@@ -226,6 +229,7 @@ class LoopConfig:
     def __post_init__(self) -> None:
         """Check the fields; the error names every bad one."""
         self.families = tuple(self.families)
+        self.corrective_skip_families = tuple(self.corrective_skip_families)
         self.eval_splits = tuple(self.eval_splits)
         self.referring = tuple(self.referring)
         self.size_scale = (float(self.size_scale[0]), float(self.size_scale[1]))
@@ -265,6 +269,8 @@ class LoopConfig:
         bad = [f for f in self.families if f not in FAMILIES]
         if not self.families or bad:
             errors.append(f"families={self.families} must be a non-empty subset of {FAMILIES}")
+        if any(f not in FAMILIES for f in self.corrective_skip_families):
+            errors.append(f"corrective_skip_families={self.corrective_skip_families} must be a subset of {FAMILIES}")
         bad = [s for s in self.eval_splits if s not in SPLITS]
         if not self.eval_splits or bad:
             errors.append(f"eval_splits={self.eval_splits} must be a non-empty subset of {SPLITS}")
@@ -349,6 +355,7 @@ class LoopConfig:
         """JSON-friendly dict."""
         data = dataclasses.asdict(self)
         data["families"] = list(self.families)
+        data["corrective_skip_families"] = list(self.corrective_skip_families)
         data["eval_splits"] = list(self.eval_splits)
         data["size_scale"] = list(self.size_scale)
         data["num_distractors"] = list(self.num_distractors)

@@ -204,6 +204,8 @@ class TrainStep:
 
         out: dict[str, tuple[int, str]] = {}
         for d in self._diagnoses(r):
+            if d.family in self.config.corrective_skip_families:
+                continue
             relabel = self.config.relabel_successes and not d.is_failure
             if not (relabel or (d.is_failure and d.failed_stage >= 0)) or d.scene_id in out:
                 continue
