@@ -162,7 +162,8 @@ class LoopConfig:
     demonstration from the start (False: the corrective one replaces it, one demonstration per scene)."""
     corrective_skip_families: tuple[str, ...] = ()
     """With corrective demonstrations: families whose failed scenes are demonstrated by the expert from the start
-    instead (as without corrective demonstrations); empty: every family gets corrective ones."""
+    instead (as without corrective demonstrations); empty: every family gets corrective ones. ``[push]`` was level
+    with the default on validation over two development seeds (-0.7 points, ``docs/results.md``)."""
     corrective_push_realign: bool = False
     """With corrective demonstrations: the expert that labels and finishes them, in a push, takes a tool point low
     behind the target back down to the push's start instead of climbing to re-approach
