@@ -97,6 +97,12 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
     assert pair["diff"] == pytest.approx(expected) and pair["seeds"] == 1 and pair["scenes"] == 2 * 2
     assert pair["ci"][0] <= pair["diff"] <= pair["ci"][1]
     assert "closed_loop" in (out / "results.md").read_text().split("Paired")[1]
+    # coda compare reads the same records back: the same paired difference and interval
+    from coda_loop.comparison import Side, compare
+
+    again = compare(Side.parse([str(out / "results.json")]), Side.parse([f"{out / 'results.json'}:closed_loop"]))
+    assert again["seeds"] == [1]
+    assert [again["test"]["diff"], *again["test"]["ci"]] == pytest.approx([pair["diff"], *pair["ci"]])
 
     # coda analyze: where each round's budget went, from the run's memory
     from coda_loop.analysis import analyze_run, format_analysis

@@ -101,34 +101,39 @@ def compare(arm: Side, control: Side, rng_seed: int = 0, n_boot: int = 10_000,
     """Return ``arm`` - ``control`` per suite kind, paired on the seeds both have (module docstring).
 
     ``families``: suite kind -> scene id -> family (default: read from the shipped suites). A kind neither side
-    scored is left out; no seed in common is a ValueError naming both sides' seeds.
+    scored is left out, and each kind pairs the OOD splits every run scored; no seed in common is a ValueError naming
+    both sides' seeds.
     """
     a, b = arm.outcomes(), control.outcomes()
     seeds = sorted(set(a) & set(b))
     if not seeds:
         raise ValueError(f"no seed in common: {arm.label()} has {sorted(a)}, {control.label()} has {sorted(b)}")
-    result: dict[str, Any] = {"arm": arm.label(), "control": control.label(), "seeds": seeds,
-                              "splits": list(OOD_SPLITS)}
+    result: dict[str, Any] = {"arm": arm.label(), "control": control.label(), "seeds": seeds}
     for kind in SUITE_KINDS:
         if not all(a[s].get(kind) and b[s].get(kind) for s in seeds):
             continue
         ka = {s: a[s][kind] for s in seeds}
         kb = {s: b[s][kind] for s in seeds}
-        row = paired_difference(ka, kb, OOD_SPLITS, np.random.default_rng(rng_seed), n_boot=n_boot)
-        row["arm_ood"] = {str(s): _ood_mean(ka[s], OOD_SPLITS) for s in seeds}
-        row["control_ood"] = {str(s): _ood_mean(kb[s], OOD_SPLITS) for s in seeds}
+        # the OOD splits every run of both sides scored (a run may have evaluated some splits only)
+        splits = [x for x in OOD_SPLITS if all(x in o for o in [*ka.values(), *kb.values()])]
+        if not splits:
+            continue
+        row = paired_difference(ka, kb, splits, np.random.default_rng(rng_seed), n_boot=n_boot)
+        row["splits"] = splits
+        row["arm_ood"] = {str(s): _ood_mean(ka[s], splits) for s in seeds}
+        row["control_ood"] = {str(s): _ood_mean(kb[s], splits) for s in seeds}
         names = (families or {}).get(kind) or scene_families(kind)
         by_family: dict[str, Any] = {}
         for family in sorted(set(names.values())):
             fa = {s: _of_family(ka[s], names, family) for s in seeds}
             fb = {s: _of_family(kb[s], names, family) for s in seeds}
             try:
-                diff = paired_difference(fa, fb, OOD_SPLITS, np.random.default_rng(rng_seed), n_boot=n_boot)
+                diff = paired_difference(fa, fb, splits, np.random.default_rng(rng_seed), n_boot=n_boot)
             except ValueError:  # the family has no scene in some split of these runs
                 continue
             by_family[family] = {"diff": diff["diff"], "ci": diff["ci"],
-                                 "arm": float(np.mean([_ood_mean(fa[s], OOD_SPLITS) for s in seeds])),
-                                 "control": float(np.mean([_ood_mean(fb[s], OOD_SPLITS) for s in seeds]))}
+                                 "arm": float(np.mean([_ood_mean(fa[s], splits) for s in seeds])),
+                                 "control": float(np.mean([_ood_mean(fb[s], splits) for s in seeds]))}
         row["families"] = by_family
         result[kind] = row
     if not any(kind in result for kind in SUITE_KINDS):
@@ -138,15 +143,15 @@ def compare(arm: Side, control: Side, rng_seed: int = 0, n_boot: int = 10_000,
 
 def format_comparison(result: Mapping[str, Any]) -> str:
     """Return the comparison as text: per suite kind the pooled difference, every seed, every family."""
-    lines = [f"arm:     {result['arm']}", f"control: {result['control']}",
-             f"seeds {result['seeds']}, OOD splits {', '.join(result['splits'])}"]
+    lines = [f"arm:     {result['arm']}", f"control: {result['control']}", f"seeds {result['seeds']}"]
     for kind in SUITE_KINDS:
         row = result.get(kind)
         if row is None:
             continue
         low, high = row["ci"]
         lines += ["", f"{kind}: arm - control {row['diff']:+.3f} [{low:+.3f}, {high:+.3f}] "
-                      f"({row['scenes']} paired scenes per seed, {row['seeds']} seeds)",
+                      f"({row['scenes']} paired scenes per seed, {row['seeds']} seeds; OOD splits "
+                      f"{', '.join(row['splits'])})",
                   "  seed   arm    control  difference"]
         lines += [f"  {seed:>4}  {row['arm_ood'][seed]:.3f}  {row['control_ood'][seed]:.3f}    {diff:+.3f}"
                   for seed, diff in row["per_seed"].items()]

@@ -50,7 +50,7 @@ def test_difference_pools_seeds_from_several_files_and_splits_by_family(tmp_path
     assert result["seeds"] == [0, 4]
     for kind in ("validation", "test"):
         row = result[kind]
-        assert row["seeds"] == 2 and row["scenes"] == len(OOD_SPLITS) * 40
+        assert row["seeds"] == 2 and row["scenes"] == len(OOD_SPLITS) * 40 and row["splits"] == list(OOD_SPLITS)
         # the point difference is the mean of the seeds' differences, each arm OOD mean minus the control's
         per_seed = {s: row["arm_ood"][s] - row["control_ood"][s] for s in ("0", "4")}
         assert row["per_seed"] == pytest.approx(per_seed)
