@@ -15,6 +15,7 @@ from coda_engine.policies import STATE_EXPERT, resolve
 from coda_engine.sim.arm import SimArm
 from coda_engine.sim.expert import collect_demonstrations, run_episode, run_expert
 from coda_engine.sim.families import get_family
+from coda_engine.sim.families.push import _push_height
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
 from coda_engine.sim.state_expert import StateExpert, demonstrator, off_table
@@ -126,7 +127,7 @@ def test_realign_push_goes_back_down_where_the_default_climbs(arm):
     u = (g[:2] - p[:2]) / np.linalg.norm(g[:2] - p[:2])
     side = np.array([-u[1], u[0]])
     reach = float(np.hypot(state.target_size[0], state.target_size[1]))
-    push_z = float(np.clip(state.target_size[2], 0.02, 0.03))
+    push_z = _push_height(state)
     for realign in (False, True):
         expert = StateExpert("push", realign_push=realign)
         for perp, dz, want in ((0.03, 0.0, "back"), (0.0, 0.02, "back"), (0.0, 0.0, "push"), (0.08, 0.0, "up")):

@@ -96,6 +96,20 @@ def _ood_mean(outcomes: Outcomes, splits: Sequence[str]) -> float:
     return float(np.mean([np.mean(list(outcomes[s].values())) for s in splits if outcomes.get(s)]))
 
 
+def paired_ood(a: Mapping[int, Outcomes], b: Mapping[int, Outcomes], rng_seed: int = 0,
+               n_boot: int = 10_000) -> dict[str, Any] | None:
+    """Return :func:`~coda_loop.stats.paired_difference` of ``a`` - ``b`` over the OOD splits every run scored.
+
+    ``a`` and ``b``: seed -> split -> scene -> 0/1 of one suite kind. The result names those ``splits``; None when
+    the two share no seed or no OOD split (a run may have evaluated some splits only).
+    """
+    runs = [*a.values(), *b.values()]
+    splits = [x for x in OOD_SPLITS if all(x in o for o in runs)]
+    if not (set(a) & set(b)) or not splits:
+        return None
+    return {**paired_difference(a, b, splits, np.random.default_rng(rng_seed), n_boot=n_boot), "splits": splits}
+
+
 def compare(arm: Side, control: Side, rng_seed: int = 0, n_boot: int = 10_000,
             families: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Return ``arm`` - ``control`` per suite kind, paired on the seeds both have (module docstring).
@@ -114,12 +128,10 @@ def compare(arm: Side, control: Side, rng_seed: int = 0, n_boot: int = 10_000,
             continue
         ka = {s: a[s][kind] for s in seeds}
         kb = {s: b[s][kind] for s in seeds}
-        # the OOD splits every run of both sides scored (a run may have evaluated some splits only)
-        splits = [x for x in OOD_SPLITS if all(x in o for o in [*ka.values(), *kb.values()])]
-        if not splits:
+        row = paired_ood(ka, kb, rng_seed, n_boot)
+        if row is None:
             continue
-        row = paired_difference(ka, kb, splits, np.random.default_rng(rng_seed), n_boot=n_boot)
-        row["splits"] = splits
+        splits = row["splits"]
         row["arm_ood"] = {str(s): _ood_mean(ka[s], splits) for s in seeds}
         row["control_ood"] = {str(s): _ood_mean(kb[s], splits) for s in seeds}
         names = (families or {}).get(kind) or scene_families(kind)

@@ -9,6 +9,7 @@ import pytest
 
 from coda_engine.sim.arm import SimArm
 from coda_engine.sim.expert import run_episode
+from coda_engine.sim.families.push import _push_height
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
 from coda_policy.corrective import CorrectiveConfig, run_corrective, takeover_step
@@ -116,7 +117,7 @@ def test_push_labels_low_behind_the_target_follow_realign_push(arm, realign):
     p, g = np.asarray(state.target_pos, float), np.asarray(state.goal_pos, float)
     u = (g[:2] - p[:2]) / np.linalg.norm(g[:2] - p[:2])
     reach = float(np.hypot(state.target_size[0], state.target_size[1]))
-    hold = np.array([*(p[:2] - (reach + 0.02) * u), float(np.clip(state.target_size[2], 0.02, 0.03)) + 0.02])
+    hold = np.array([*(p[:2] - (reach + 0.02) * u), _push_height(state) + 0.02])
 
     def hover(obs, s):  # drive to the hold point and stay there, fingers closed
         return np.array([*np.clip(hold - np.asarray(s.ee_pos, float), -0.02, 0.02), -1.0], dtype=np.float32)

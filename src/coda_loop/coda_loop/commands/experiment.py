@@ -139,7 +139,7 @@ def paired(outcomes: dict[str, dict[int, dict[str, Any]]], reference: str = "cod
 
     ``outcomes``: method -> seed -> :func:`last_outcomes`. Methods without per-scene outcomes are left out.
     """
-    from coda_loop.stats import paired_difference
+    from coda_loop.comparison import paired_ood
 
     result: dict[str, dict[str, Any]] = {}
     ref = outcomes.get(reference, {})
@@ -150,12 +150,13 @@ def paired(outcomes: dict[str, dict[int, dict[str, Any]]], reference: str = "cod
         for kind in ("test", "validation"):
             a = {s: o[kind] for s, o in ref.items() if o.get(kind)}
             b = {s: o[kind] for s, o in by_seed.items() if o.get(kind)}
-            splits = [s for s in OOD_SPLITS if all(s in o for o in [*a.values(), *b.values()])]
-            if set(a) & set(b) and splits:
-                try:
-                    row[kind] = paired_difference(a, b, splits, np.random.default_rng(seed))
-                except ValueError as error:
-                    row[kind] = {"error": str(error)}
+            try:
+                pair = paired_ood(a, b, seed)
+            except ValueError as error:
+                row[kind] = {"error": str(error)}
+                continue
+            if pair is not None:
+                row[kind] = pair
         if row:
             result[method] = row
     return result
