@@ -7,8 +7,9 @@ experiment (``coda experiment ... --out DIR/knob`` with ``DIR/knob/seed<k>/sft``
 two runs of each seed start alike and are scored on the same held-out scenes. :func:`compare` reads the per-scene
 outcomes both ``results.json`` files keep (``runs.<method>.<seed>.outcomes``) and returns, per suite kind
 (validation, test), the paired difference of the OOD mean with its bootstrap interval over seeds and scenes
-(:func:`coda_loop.stats.paired_difference`), each side's OOD mean per seed, and the same difference per task family
-(families read from the shipped suites' entries). Designs are chosen on ``validation``; ``test`` is read after.
+(:func:`coda_loop.stats.paired_difference`), each side's OOD mean per seed, and the same difference per OOD split
+and per task family (families read from the shipped suites' entries). Designs are chosen on ``validation``;
+``test`` is read after.
 """
 
 from __future__ import annotations
@@ -134,6 +135,12 @@ def compare(arm: Side, control: Side, rng_seed: int = 0, n_boot: int = 10_000,
         splits = row["splits"]
         row["arm_ood"] = {str(s): _ood_mean(ka[s], splits) for s in seeds}
         row["control_ood"] = {str(s): _ood_mean(kb[s], splits) for s in seeds}
+        row["by_split"] = {}
+        for split in splits:
+            diff = paired_difference(ka, kb, [split], np.random.default_rng(rng_seed), n_boot=n_boot)
+            row["by_split"][split] = {"diff": diff["diff"], "ci": diff["ci"],
+                                      "arm": float(np.mean([_ood_mean(ka[s], [split]) for s in seeds])),
+                                      "control": float(np.mean([_ood_mean(kb[s], [split]) for s in seeds]))}
         names = (families or {}).get(kind) or scene_families(kind)
         by_family: dict[str, Any] = {}
         for family in sorted(set(names.values())):
@@ -154,7 +161,7 @@ def compare(arm: Side, control: Side, rng_seed: int = 0, n_boot: int = 10_000,
 
 
 def format_comparison(result: Mapping[str, Any]) -> str:
-    """Return the comparison as text: per suite kind the pooled difference, every seed, every family."""
+    """Return the comparison as text: per suite kind the pooled difference, every seed, split and family."""
     lines = [f"arm:     {result['arm']}", f"control: {result['control']}", f"seeds {result['seeds']}"]
     for kind in SUITE_KINDS:
         row = result.get(kind)
@@ -167,7 +174,8 @@ def format_comparison(result: Mapping[str, Any]) -> str:
                   "  seed   arm    control  difference"]
         lines += [f"  {seed:>4}  {row['arm_ood'][seed]:.3f}  {row['control_ood'][seed]:.3f}    {diff:+.3f}"
                   for seed, diff in row["per_seed"].items()]
-        lines.append("  family        arm    control  difference")
-        lines += [f"  {family:<12}  {f['arm']:.3f}  {f['control']:.3f}    {f['diff']:+.3f} "
-                  f"[{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}]" for family, f in row["families"].items()]
+        for title, rows in (("split", row["by_split"]), ("family", row["families"])):
+            lines.append(f"  {title:<12}  arm    control  difference")
+            lines += [f"  {name:<12}  {f['arm']:.3f}  {f['control']:.3f}    {f['diff']:+.3f} "
+                      f"[{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}]" for name, f in rows.items()]
     return "\n".join(lines)

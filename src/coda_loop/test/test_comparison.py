@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from coda_loop.cli import main
-from coda_loop.comparison import Side, compare, scene_families
+from coda_loop.comparison import Side, compare, format_comparison, scene_families
 from coda_loop.config import OOD_SPLITS
 
 FAMILIES = ("reach", "push")
@@ -62,6 +62,31 @@ def test_difference_pools_seeds_from_several_files_and_splits_by_family(tmp_path
     # one seed only where the control has one: open_loop as the control pairs seed 0 alone
     single = compare(arm, Side.parse([f"{control_file}:open_loop"]), n_boot=500, families=_families())
     assert single["seeds"] == [0] and single["validation"]["seeds"] == 1
+
+
+def test_difference_per_split_finds_the_split_that_moved(tmp_path):
+    """The arm gains on ``position`` only: that split's row has the gain, the other splits are level.
+
+    The pooled difference is the mean of the splits' (the OOD mean weighs the splits equally).
+    """
+    def runs(position_rate: float) -> dict[str, dict[str, dict[str, dict[str, int]]]]:
+        rng = np.random.default_rng(5)
+        outcomes = {split: {f"{split}-{family}-{i:03d}": int(rng.random() < (position_rate if split == "position"
+                                                                              else 0.6))
+                            for family in FAMILIES for i in range(20)} for split in OOD_SPLITS}
+        return {"1": {"outcomes": {"test": outcomes, "validation": outcomes}}}
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"runs": {"coda": runs(0.95), "open_loop": runs(0.3)}}))
+    row = compare(Side.parse([str(path)]), Side.parse([f"{path}:open_loop"]), n_boot=1000,
+                  families=_families())["test"]
+    assert list(row["by_split"]) == list(OOD_SPLITS)
+    position = row["by_split"]["position"]
+    assert position["diff"] > 0.4 and position["ci"][0] > 0.3 and position["arm"] > position["control"]
+    for split in OOD_SPLITS[1:]:  # the same draws on both sides
+        assert row["by_split"][split]["diff"] == pytest.approx(0.0)
+    assert row["diff"] == pytest.approx(np.mean([r["diff"] for r in row["by_split"].values()]))
+    assert "  position" in format_comparison({"arm": "a", "control": "b", "seeds": [1], "test": row})
 
 
 def test_side_parse_defaults_to_coda_and_refuses_two_methods(tmp_path):
