@@ -298,6 +298,14 @@ def test_render_experiment(tmp_path):
     text = render_experiment(mixed, tmp_path / "mixed")[0].read_text()
     assert ("Code (runs were computed with more than one commit): coda seed 1: aaaaaaaaaaaa then "
             "bbbbbbbbbbbb-dirty; sft seed 1: aaaaaaaaaaaa.") in text
+    # a method run on some seeds only (combined records): its paired cells name the seeds they pool
+    pair = {"diff": 0.05, "ci": [-0.01, 0.11], "per_seed": {"0": 0.04, "1": 0.06}}
+    every = {"diff": 0.1, "ci": [0.02, 0.18], "per_seed": {"0": 0.1, "1": 0.1, "2": 0.1}}
+    paired = {**_experiment(), "paired": {"open_loop": {"test": every, "validation": every},
+                                          "coda_no_memory": {"test": pair, "validation": pair}}}
+    text = render_experiment(paired, tmp_path / "paired")[0].read_text()
+    assert "| open_loop | +0.100 [+0.020, +0.180] | +0.100 [+0.020, +0.180] |" in text
+    assert "| coda_no_memory | +0.050 [-0.010, +0.110] (seeds 0, 1) | +0.050 [-0.010, +0.110] (seeds 0, 1) |" in text
 
 
 def test_render_experiment_rejects_malformed_input(tmp_path):

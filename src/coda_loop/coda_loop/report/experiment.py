@@ -175,9 +175,18 @@ def _paired_table(result: Mapping[str, Any]) -> str:
                 cells.append("n/a" if not isinstance(entry, Mapping) else f"n/a ({entry.get('error', '')})")
                 continue
             low, high = entry["ci"]
-            cells.append(f"{_signed(entry['diff'])} [{_signed(low)}, {_signed(high)}]")
+            cells.append(f"{_signed(entry['diff'])} [{_signed(low)}, {_signed(high)}]" + _fewer_seeds(entry, result))
         lines.append(f"| {method} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines) + "\n"
+
+
+def _fewer_seeds(entry: Mapping[str, Any], result: Mapping[str, Any]) -> str:
+    """Return " (seeds ...)" when the pair covers fewer seeds than the experiment (a method not run on every seed)."""
+    paired = sorted(int(seed) for seed in entry.get("per_seed") or {})
+    every = sorted(int(seed) for seed in result.get("seeds") or [])
+    if not paired or not every or paired == every:
+        return ""
+    return f" (seeds {', '.join(map(str, paired))})"
 
 
 def _validation_table(result: Mapping[str, Any]) -> str:
