@@ -97,6 +97,15 @@ def _ood_mean(outcomes: Outcomes, splits: Sequence[str]) -> float:
     return float(np.mean([np.mean(list(outcomes[s].values())) for s in splits if outcomes.get(s)]))
 
 
+def _part(a: Mapping[int, Outcomes], b: Mapping[int, Outcomes], splits: Sequence[str], rng_seed: int,
+          n_boot: int) -> dict[str, Any]:
+    """Return the paired difference of ``a`` - ``b`` over ``splits`` with both sides' mean OOD success over seeds."""
+    diff = paired_difference(a, b, splits, np.random.default_rng(rng_seed), n_boot=n_boot)
+    return {"diff": diff["diff"], "ci": diff["ci"],
+            "arm": float(np.mean([_ood_mean(outcomes, splits) for outcomes in a.values()])),
+            "control": float(np.mean([_ood_mean(outcomes, splits) for outcomes in b.values()]))}
+
+
 def paired_ood(a: Mapping[int, Outcomes], b: Mapping[int, Outcomes], rng_seed: int = 0,
                n_boot: int = 10_000) -> dict[str, Any] | None:
     """Return :func:`~coda_loop.stats.paired_difference` of ``a`` - ``b`` over the OOD splits every run scored.
@@ -135,25 +144,16 @@ def compare(arm: Side, control: Side, rng_seed: int = 0, n_boot: int = 10_000,
         splits = row["splits"]
         row["arm_ood"] = {str(s): _ood_mean(ka[s], splits) for s in seeds}
         row["control_ood"] = {str(s): _ood_mean(kb[s], splits) for s in seeds}
-        row["by_split"] = {}
-        for split in splits:
-            diff = paired_difference(ka, kb, [split], np.random.default_rng(rng_seed), n_boot=n_boot)
-            row["by_split"][split] = {"diff": diff["diff"], "ci": diff["ci"],
-                                      "arm": float(np.mean([_ood_mean(ka[s], [split]) for s in seeds])),
-                                      "control": float(np.mean([_ood_mean(kb[s], [split]) for s in seeds]))}
+        row["by_split"] = {split: _part(ka, kb, [split], rng_seed, n_boot) for split in splits}
         names = (families or {}).get(kind) or scene_families(kind)
-        by_family: dict[str, Any] = {}
+        row["families"] = {}
         for family in sorted(set(names.values())):
-            fa = {s: _of_family(ka[s], names, family) for s in seeds}
-            fb = {s: _of_family(kb[s], names, family) for s in seeds}
             try:
-                diff = paired_difference(fa, fb, splits, np.random.default_rng(rng_seed), n_boot=n_boot)
+                row["families"][family] = _part({s: _of_family(ka[s], names, family) for s in seeds},
+                                                {s: _of_family(kb[s], names, family) for s in seeds},
+                                                splits, rng_seed, n_boot)
             except ValueError:  # the family has no scene in some split of these runs
                 continue
-            by_family[family] = {"diff": diff["diff"], "ci": diff["ci"],
-                                 "arm": float(np.mean([_ood_mean(fa[s], splits) for s in seeds])),
-                                 "control": float(np.mean([_ood_mean(fb[s], splits) for s in seeds]))}
-        row["families"] = by_family
         result[kind] = row
     if not any(kind in result for kind in SUITE_KINDS):
         raise ValueError(f"{arm.label()} and {control.label()} share no suite kind scored on every seed")
