@@ -91,8 +91,8 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         LoopConfig(demonstrator="oracle")
     with pytest.raises(ValueError, match=r"corrective_skip_families=\('shove',\) must be a subset of"):
         LoopConfig(corrective_skip_families=["shove"])
-    skip = LoopConfig(corrective_skip_families=["push"])
-    assert skip.corrective_skip_families == ("push",) and LoopConfig.from_dict(skip.to_dict()) == skip
+    skip = LoopConfig(corrective_skip_families=[])
+    assert skip.corrective_skip_families == () and LoopConfig.from_dict(skip.to_dict()) == skip
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "config.json").write_text('{"method": "sft"}')  # demonstrated by the scripted expert
     with pytest.raises(ValueError, match=r"demonstrator='state_expert' but base_from=.* was demonstrated by 'expert'"):
@@ -117,7 +117,9 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=error):
             run_config(tmp_path / "broken")
     (tmp_path / "broken" / "config.json").write_text('{"budget": 5, "method": "open_loop"}')
-    assert run_config(tmp_path / "broken") == LoopConfig(budget=5, method="open_loop")
+    # a run folder written before corrective_skip_families existed keeps what it ran: no family skipped
+    assert run_config(tmp_path / "broken") == LoopConfig(budget=5, method="open_loop", corrective_skip_families=())
+    assert LoopConfig().corrective_skip_families == ("push",)
     assert not LoopConfig(method="closed_loop").uses_critic
     ablation = LoopConfig(method="coda_no_potential")
     assert ablation.uses_memory and ablation.uses_critic and not ablation.uses_potentials
@@ -451,8 +453,9 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
 
 ROUND_OPTIONS = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0,
                  "corrective_relabel": 1000, "corrective_beside_start": True, "relabel_successes": True,
-                 "demonstrator": "state_expert"}
-"""A coda round with the BC gate, on-policy labels and the state expert demonstrating (what the tests below read)."""
+                 "demonstrator": "state_expert", "corrective_skip_families": []}
+"""A coda round with the BC gate, on-policy labels and the state expert demonstrating (what the tests below read);
+push scenes only, so corrective push demonstrations are switched back on (the default skips push)."""
 
 
 @pytest.fixture(scope="module")
