@@ -117,8 +117,10 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=error):
             run_config(tmp_path / "broken")
     (tmp_path / "broken" / "config.json").write_text('{"budget": 5, "method": "open_loop"}')
-    # a run folder written before corrective_skip_families existed keeps what it ran: no family skipped
-    assert run_config(tmp_path / "broken") == LoopConfig(budget=5, method="open_loop", corrective_skip_families=())
+    # a run folder written before demonstrator and corrective_skip_families existed keeps what it ran: the scripted
+    # expert demonstrating, no family skipped
+    assert run_config(tmp_path / "broken") == LoopConfig(budget=5, method="open_loop", demonstrator="expert",
+                                                         corrective_skip_families=())
     assert LoopConfig().corrective_skip_families == ("push",)
     assert not LoopConfig(method="closed_loop").uses_critic
     ablation = LoopConfig(method="coda_no_potential")

@@ -282,7 +282,8 @@ class LoopConfig:
         if self.demonstrator not in DEMONSTRATORS:
             errors.append(f"demonstrator={self.demonstrator!r} must be one of {DEMONSTRATORS}")
         elif self.base_from and (Path(self.base_from) / "config.json").is_file():
-            base = json.loads((Path(self.base_from) / "config.json").read_text()).get("demonstrator", "expert")
+            held = json.loads((Path(self.base_from) / "config.json").read_text())
+            base = held.get("demonstrator", BEFORE_THE_KEY["demonstrator"])
             if base != self.demonstrator:
                 errors.append(f"demonstrator={self.demonstrator!r} but base_from={self.base_from!r} was demonstrated "
                               f"by {base!r} (the cloning set would mix two experts' labels)")
@@ -378,6 +379,11 @@ class LoopConfig:
 RUN_CONFIG = "config.json"
 """The file of a run folder holding the run's :class:`LoopConfig` (written out: :meth:`LoopConfig.pinned`)."""
 
+BEFORE_THE_KEY: dict[str, Any] = {"demonstrator": "expert", "corrective_skip_families": []}
+"""Settings whose default changed after run folders without them were written: what such a run ran with (the
+scripted expert demonstrating; corrective demonstrations for every family). :func:`run_config` fills them in, so an
+older run resumes, is compared and serves as ``base_from`` as it ran."""
+
 
 def run_config(run_dir: str | Path) -> LoopConfig | None:
     """Return the config a run folder holds, None when ``run_dir`` holds no run; ValueError names a broken file."""
@@ -390,9 +396,7 @@ def run_config(run_dir: str | Path) -> LoopConfig | None:
         raise ValueError(f"{path} is not valid JSON: {error}") from error
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a mapping of LoopConfig keys, not {type(data).__name__}")
-    # a run written before the key existed gave every family corrective demonstrations: it resumes as it ran
-    data.setdefault("corrective_skip_families", [])
-    return LoopConfig.from_dict(data)
+    return LoopConfig.from_dict({**BEFORE_THE_KEY, **data})
 
 
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LoopConfig:
