@@ -120,6 +120,15 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
     assert "corrective" not in analyze_run(out / "seed1" / "closed_loop")["rounds"][1]
     with pytest.raises(ValueError, match="not a run folder"):
         analyze_run(tmp_path)
+    # where two runs of the seed part: both start from the sft run's weights, and round 1 clones other data
+    from coda_loop.analysis import format_shared, weights_shared_through
+
+    closed = analyze_run(out / "seed1" / "closed_loop")
+    assert rows[0]["bc_weights"] == closed["rounds"][0]["bc_weights"] is not None
+    assert weights_shared_through(analysis, closed) == 0
+    assert weights_shared_through(analysis, analysis) == 1
+    assert format_shared([analysis, closed]) == [
+        "closed_loop (seed 1) cloned the same weights as coda through round 0; they part in round 1"]
 
     # --combine: result files of experiments over other seeds merge into the table over all seeds
     other = json.loads((out / "results.json").read_text())

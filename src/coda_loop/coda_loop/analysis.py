@@ -12,7 +12,10 @@
   relabelled successes, and the share of the behaviour-cloning set the round's own demonstrations make up (how
   far all-demonstration cloning dilutes them);
 * **RL**: family, shaped or sparse, success before and after on the gate's scenes, kept or not;
-* **memory**: diagnoses recalled by similarity and what they changed.
+* **memory**: diagnoses recalled by similarity and what they changed;
+* **weights**: a digest of the weights the round's behaviour cloning produced (round 0: the SFT policy), so two
+  runs of one seed can be checked for where they part (:func:`weights_shared_through`: an ablation whose
+  mechanism decided nothing yet trains byte-identical weights).
 
 and per scene condition the success of the acting policy on the generated scenes with that condition in every
 round (a learning curve per condition), with, for the conditions a round targeted, the success in that round
@@ -21,6 +24,7 @@ round (a learning curve per condition), with, for the conditions a round targete
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -120,6 +124,7 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
                 if evaluation.validation is not None:
                     row["validation"] = {"per_split": evaluation.validation.per_split,
                                          "ood": evaluation.validation.ood}
+            row["bc_weights"] = _weights_digest(run_dir / "checkpoints" / (f"r{r:03d}-bc" if r else "r000-sft"))
             rounds.append(row)
     effects = []
     for r, groups in targeted_by_round.items():
@@ -150,6 +155,45 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
             "targeted_gain": _mean([e["next_round_success"] - e["success"] for e in effects]),
         },
     }
+
+
+def _weights_digest(version_dir: Path) -> str | None:
+    """First 16 hex digits of the SHA-256 of a checkpoint's weights file (None: no such checkpoint)."""
+    weights = version_dir / "model.safetensors"
+    if not weights.is_file():
+        return None
+    return hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
+
+
+def weights_shared_through(a: dict[str, Any], b: dict[str, Any]) -> int:
+    """Last round through which two analysed runs cloned byte-identical weights in every round (-1: not even 0).
+
+    Two runs of one seed that share the round-0 policy and whose differences have not yet changed a decision
+    (a scene, a demonstration, a kept RL update) train the same weights; the round after this one is where they
+    part.
+    """
+    last = -1
+    for row_a, row_b in zip(a["rounds"], b["rounds"], strict=False):  # a run may have fewer rounds
+        digest = row_a.get("bc_weights")
+        if digest is None or digest != row_b.get("bc_weights"):
+            break
+        last = row_a["round"]
+    return last
+
+
+def format_shared(results: list[dict[str, Any]]) -> list[str]:
+    """One line per run after the first with the same seed: the rounds through which it cloned the first's weights."""
+    first = results[0]
+    lines = []
+    for other in results[1:]:
+        if other["seed"] != first["seed"]:
+            continue
+        k = weights_shared_through(first, other)
+        both = min(len(first["rounds"]), len(other["rounds"])) - 1
+        parted = f"; they part in round {k + 1}" if k < both else ""
+        lines.append(f"{other['method']} (seed {other['seed']}) cloned the same weights as {first['method']} through "
+                     f"round {k}{parted}")
+    return lines
 
 
 def _mean(values: list[Any]) -> float | None:
