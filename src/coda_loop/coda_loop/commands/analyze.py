@@ -6,8 +6,8 @@ Per round: scenes per family and allocation kind, the share spent on scenes and 
 already solved, corrective demonstrations, the share of the cloning set that is new, RL gate results and
 the held-out success; per targeted condition, success before and after the round that targeted it
 (:mod:`coda_loop.analysis`). Runs of the first run's seed are checked against it: through which round they
-cloned byte-identical weights (where an ablation starts to differ). ``--json`` prints one object per run, each with
-``same_weights_as_first_through`` (the first run: its own last round).
+cloned byte-identical weights (where an ablation starts to differ). ``--json`` prints one object per run; those of
+the first run's seed also hold ``same_weights_as_first_through`` (for the first run: its own last round).
 """
 
 from __future__ import annotations
