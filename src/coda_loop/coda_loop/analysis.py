@@ -24,7 +24,6 @@ round (a learning curve per condition), with, for the conditions a round targete
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -97,6 +96,8 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
                 "spent_on_solved_conditions": _solved_share(scenes.values(), curves, r),
             }
             train = store.finished_step(r, TrainResult)
+            if train is not None:  # round 0: the SFT version; later: the BC version, kept by its gate or not
+                row["bc_weights"] = _weights_digest(run_dir / "checkpoints" / (train.bc_version or train.version))
             if r > 0 and train is not None:
                 row["new_demos"] = train.new_demos
                 row["new_steps"] = train.new_steps
@@ -124,7 +125,6 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
                 if evaluation.validation is not None:
                     row["validation"] = {"per_split": evaluation.validation.per_split,
                                          "ood": evaluation.validation.ood}
-            row["bc_weights"] = _weights_digest(run_dir / "checkpoints" / (f"r{r:03d}-bc" if r else "r000-sft"))
             rounds.append(row)
     effects = []
     for r, groups in targeted_by_round.items():
@@ -159,10 +159,10 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
 
 def _weights_digest(version_dir: Path) -> str | None:
     """First 16 hex digits of the SHA-256 of a checkpoint's weights file (None: no such checkpoint)."""
+    from coda_engine.digests import file_sha256
+
     weights = version_dir / "model.safetensors"
-    if not weights.is_file():
-        return None
-    return hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
+    return file_sha256(weights)[:16] if weights.is_file() else None
 
 
 def weights_shared_through(a: dict[str, Any], b: dict[str, Any]) -> int:
