@@ -75,6 +75,35 @@ def test_expert_succeeds_and_program_reaches_its_last_stage(arm, family):
     assert wins >= 9
 
 
+def test_a_shaping_program_does_not_change_the_stage_the_policy_reads(arm):
+    """A program with an inserted stage is tracked in ``stage``/``phi``; the observation keeps the default index."""
+    default = FAMILIES["pick_place"].program
+    first = default.split("stage grasp:")[0]
+    inserted = first.replace("stage reach:", "stage approach:").replace("/ 0.4", "/ 0.2") + default
+    scene = generate("pick_place", np.random.default_rng(3), SceneParams())
+    expert = FAMILIES["pick_place"].expert
+    runs = {}
+    for program in (None, inserted):
+        obs = arm.reset(scene, program)
+        act = expert()
+        act.reset()
+        rows, tracked = [obs], [arm.stage]
+        for _ in range(120):
+            obs = arm.step(np.asarray(act.act(arm.world_state()), dtype=np.float64))
+            rows.append(obs)
+            tracked.append(arm.stage)
+        runs[program is None] = (np.asarray(rows), np.asarray(tracked), arm.success())
+    (plain, plain_stages, ok), (shaped, shaped_stages, ok2) = runs[True], runs[False]
+    assert ok and ok2
+    column = LAYOUT["stage_index"][0]
+    np.testing.assert_array_equal(shaped, plain)  # the same observations, stage index included
+    np.testing.assert_array_equal(plain[:, column], plain_stages)
+    assert plain_stages[-1] == 4 and shaped_stages[-1] == 5  # the inserted stage is tracked beside it
+    assert np.any(shaped_stages != plain_stages)
+    arm.reset(scene)
+    assert arm.stage == arm.input_stage
+
+
 def test_demonstrations_are_written(tmp_path):
     path = tmp_path / "demos.npz"
     data = collect_demonstrations("reach", np.random.default_rng(5), SceneParams(), 2, path)

@@ -110,13 +110,18 @@ class CodaPolicyNet(nn.Module):
         feat, _ = self.features(obs, instr)
         return torch.tanh(self.actor(feat)), self.critic(feat)
 
-    def value_head(self, obs: torch.Tensor) -> torch.Tensor:
-        """Value head (B,) int64 of each observation: its stage index, past the last stage the last head."""
-        return self.stage_of(obs).clamp(max=self.cfg.num_stages - 1)
+    def value_heads(self, stages: torch.Tensor) -> torch.Tensor:
+        """Value head (B,) int64 of each stage index of the active program; past the last stage, the last head.
 
-    def stage_value(self, values: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
-        """Pick each row's value from the head of its observation's stage (:meth:`value_head`)."""
-        return values.gather(1, self.value_head(obs)[:, None])[:, 0]
+        The stage comes from the program whose potential shapes the reward (the environment's ``info["stage"]``),
+        not from the observation, whose stage index always follows the family's default program.
+        """
+        return stages.long().clamp(0, self.cfg.num_stages - 1)
+
+    @staticmethod
+    def head_value(values: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
+        """Pick each row's value (B,) from ``values`` (B, num_stages) at its head (:meth:`value_heads`)."""
+        return values.gather(1, heads[:, None])[:, 0]
 
     def set_num_stages(self, num_stages: int) -> None:
         """Give the critic one value head per stage of a program with ``num_stages`` stages.

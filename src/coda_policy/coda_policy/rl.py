@@ -9,7 +9,9 @@ One iteration of :func:`train_rl`:
    ``coda_core_cpp.shape_rewards`` (``r + gamma * phi' * (1 - terminated) - phi``; a successful, terminal state
    has potential 0). A time-limit truncation is not a termination: its reward gets ``gamma * V(final_obs)``
    added (bootstrapping). Transitions go to a ``coda_core_cpp.RolloutBuffer`` whose observation rows are the
-   observation followed by the instruction embedding; the buffer's ``stages`` hold each transition's value head.
+   observation followed by the instruction embedding; the buffer's ``stages`` hold each transition's value head:
+   its stage in the shaping program (``info["stage"]``). The observation's stage index, which the actor reads,
+   stays that of the family's default program (:class:`coda_engine.sim.arm.SimArm`), as in the demonstrations.
 2. ``RolloutBuffer.compute_gae`` gives advantages and returns; each return is the target of the value head of
    the stage its transition was in (staged value learning).
 3. :func:`coda_policy.ppo.ppo_update` runs clipped-ratio PPO epochs over the buffer's seeded minibatches.
@@ -263,6 +265,9 @@ class Rollouts:
         self.obs = np.zeros((n, self.envs[0].observation_space.shape[0]), dtype=np.float32)
         self.instr = np.zeros((n, 384), dtype=np.float32)
         self.phi = np.zeros(n, dtype=np.float32)
+        self.stage = np.zeros(n, dtype=np.int64)
+        """Each env's stage of the active program (``info["stage"]``): the value head its observation uses. The
+        observation's own stage index follows the family's default program (what the policy reads)."""
         self.episode_start = np.ones(n, dtype=np.float32)
         self.ep_return = np.zeros(n)
         self.ep_shaped = np.zeros(n)
@@ -278,7 +283,7 @@ class Rollouts:
         obs, info = self.envs[i].reset(seed=seed, options={"start_stage": cfg.start_stage} if late else None)
         self.obs[i] = obs
         self.instr[i] = self.embedder.embed_one(info["instruction"])  # type: ignore[attr-defined]
-        self.phi[i] = info["phi"]
+        self.phi[i], self.stage[i] = info["phi"], info["stage"]
         self.ep_return[i] = self.ep_shaped[i] = self.ep_len[i] = 0
 
     @torch.no_grad()
@@ -297,16 +302,18 @@ class Rollouts:
             mean, values = net(obs_t, torch.from_numpy(self.instr))
             actions = mean + std * torch.randn(mean.shape, generator=generator)
             log_probs = net.log_prob(mean, actions)
-            value = net.stage_value(values, obs_t).clamp(low, high).numpy()
-            heads = net.value_head(obs_t).numpy().astype(np.int32)
+            heads = net.value_heads(torch.from_numpy(self.stage))
+            value = net.head_value(values, heads).clamp(low, high).numpy()
             rewards = np.zeros(cfg.n_envs, dtype=np.float32)
             terminated = np.zeros(cfg.n_envs, dtype=np.float32)
             next_phi = np.zeros(cfg.n_envs, dtype=np.float32)
+            next_stage = self.stage.copy()
             next_obs = self.obs.copy()
             truncated_final: list[tuple[int, np.ndarray]] = []
             for i, env in enumerate(self.envs):
                 obs, reward, term, trunc, info = env.step(actions[i].numpy())
                 rewards[i], terminated[i], next_phi[i], next_obs[i] = reward, term, info["phi"], obs
+                next_stage[i] = info["stage"]
                 if trunc and not term:
                     truncated_final.append((i, obs))
             shaped = (
@@ -317,7 +324,8 @@ class Rollouts:
                 idx = [i for i, _ in truncated_final]
                 final = torch.from_numpy(np.stack([o for _, o in truncated_final]))
                 _, final_values = net(final, torch.from_numpy(self.instr[idx]))
-                stored[idx] += cfg.gamma * net.stage_value(final_values, final).clamp(low, high).numpy()
+                final_heads = net.value_heads(torch.from_numpy(next_stage[idx]))
+                stored[idx] += cfg.gamma * net.head_value(final_values, final_heads).clamp(low, high).numpy()
             buffer.add(
                 np.concatenate([self.obs, self.instr], axis=1),
                 actions.numpy(),
@@ -325,12 +333,12 @@ class Rollouts:
                 self.episode_start,
                 value,
                 log_probs.numpy(),
-                heads,
+                heads.numpy().astype(np.int32),
             )
             self.ep_return += rewards
             self.ep_shaped += shaped
             self.ep_len += 1
-            self.obs, self.phi = next_obs, next_phi
+            self.obs, self.phi, self.stage = next_obs, next_phi, next_stage
             done = terminated.astype(bool) | np.isin(np.arange(cfg.n_envs), [i for i, _ in truncated_final])
             self.episode_start = done.astype(np.float32)
             for i in np.flatnonzero(done):
@@ -343,9 +351,8 @@ class Rollouts:
                     }
                 )
                 self._reset(int(i))
-        obs_t = torch.from_numpy(self.obs)
-        _, values = net(obs_t, torch.from_numpy(self.instr))
-        return net.stage_value(values, obs_t).clamp(low, high).numpy()
+        _, values = net(torch.from_numpy(self.obs), torch.from_numpy(self.instr))
+        return net.head_value(values, net.value_heads(torch.from_numpy(self.stage))).clamp(low, high).numpy()
 
     def pop_finished(self) -> list[dict[str, float]]:
         """Statistics of the episodes finished since the last call."""

@@ -32,7 +32,11 @@ def test_shapes_and_bounds(tiny_policy_config):
     mean, values = net(obs, torch.randn(5, 384, generator=gen))
     assert mean.shape == (5, 4) and values.shape == (5, tiny_policy_config.num_stages)
     assert torch.all(mean.abs() <= 1.0)
-    assert net.stage_value(values, obs).shape == (5,)
+    net.set_num_stages(3)
+    _, values = net(obs, torch.randn(5, 384, generator=gen))
+    heads = net.value_heads(torch.tensor([0, 1, 2, 7, 3]))
+    assert heads.tolist() == [0, 1, 2, 2, 2]  # past the last stage: the last head
+    assert torch.equal(net.head_value(values, heads), values[torch.arange(5), heads])
 
 
 def _scene_obs(seed: int) -> np.ndarray:

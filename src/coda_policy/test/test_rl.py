@@ -63,6 +63,33 @@ def test_rollout_rewards_are_shaped_by_the_program(tmp_path, tiny_policy_config,
     assert set(np.unique(buffer.stages)) <= {0, 1}
 
 
+def test_a_round_program_shapes_and_picks_heads_while_the_actor_reads_the_default_stage(
+        tmp_path, tiny_policy_config, embedder):
+    """A program with an extra first stage (done at once): its stage is the default one + 1 at every step."""
+    source = "stage start:\n  progress = 1\n  done     = gripper > -1\n" + get_family("reach").program
+    cfg = _cfg(tmp_path, tiny_policy_config, n_envs=2, n_steps=30, program=source)
+    net = build_policy(tiny_policy_config, 0).net
+    net.set_num_stages(3)
+    rollouts = Rollouts(cfg, embedder, np.random.default_rng(0))
+    buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, OBS_DIM + 384, 4)
+    rollouts.collect(net, buffer, torch.Generator().manual_seed(0))
+    program = PotentialProgram.compile(source, LAYOUT)
+    obs = buffer.observations[:, :, :OBS_DIM]
+    seen = obs[:, :, LAYOUT["stage_index"][0]].astype(int)  # what the actor reads: the default program's stage
+    assert seen.min() == 0 and seen.max() <= 2
+    np.testing.assert_array_equal(buffer.stages, np.minimum(seen + 1, 2))  # heads: the round program's stage
+    checked = 0
+    for env in range(cfg.n_envs):
+        for t in range(cfg.n_steps - 1):
+            if buffer.episode_starts[t + 1, env] or seen[t + 1, env] + 1 > 2:
+                continue
+            phi = program.evaluate(obs[t, env], int(seen[t, env]) + 1)[0]
+            next_phi = program.evaluate(obs[t + 1, env], int(seen[t + 1, env]) + 1)[0]
+            assert buffer.rewards[t, env] == pytest.approx(cfg.gamma * next_phi - phi, abs=1e-5)
+            checked += 1
+    assert checked > 40
+
+
 def test_ppo_update_changes_the_network_and_uses_every_head(tmp_path, tiny_policy_config, embedder):
     cfg = _cfg(tmp_path, tiny_policy_config, n_steps=16)
     net = build_policy(tiny_policy_config, 0).net

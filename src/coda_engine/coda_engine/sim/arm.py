@@ -8,8 +8,10 @@ commanded tool point (to the measured one when the arm lags by more than ``track
 damped-least-squares IK iteration from ``mj_jacSite`` (position + a fixed gripper-down orientation,
 posture in the null space) gives the joint targets, and the physics runs ``physics_steps_per_control``
 steps (2 ms each; 50 at the default 10 Hz). ``gripper`` -1 opens, +1 closes. The observation is the
-flat float32 vector of :mod:`coda_engine.sim.layout`; the stage index of the active potential program
-(the family's default unless another is given) is part of it.
+flat float32 vector of :mod:`coda_engine.sim.layout`. Its stage index is always that of the family's
+default potential program: the convention every demonstration is recorded in and the policy reads. Another
+program given to :meth:`SimArm.reset` (a round's shaping potential) is tracked beside it, in ``stage`` and
+``phi``, without changing what the policy sees.
 """
 
 from __future__ import annotations
@@ -190,8 +192,13 @@ class SimArm:
         self.data: mujoco.MjData | None = None
         self.scene: Scene | None = None
         self.stage = 0
+        """Stage of the active program (``reset``'s ``program``, else the family's default)."""
         self.phi = 0.0
+        """Potential of the active program."""
+        self.input_stage = 0
+        """Stage of the family's default program: the observation's ``stage_index``."""
         self.steps = 0
+        self._input_program: object | None = None
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self._programs: dict[tuple[str, int], object] = {}
 
@@ -210,7 +217,10 @@ class SimArm:
     def reset(self, scene: Scene, program: str | None = None) -> np.ndarray:
         """Load ``scene`` (arm at home, objects at their scene poses); return the first observation.
 
-        ``program`` is the staged potential program whose stage is tracked (default: the family's).
+        ``program`` is the staged potential program whose stage and potential are tracked in ``stage`` and
+        ``phi`` (default: the family's). The observation's stage index follows the family's default program in
+        either case: a program with stages inserted or split would otherwise shift the index the policy was
+        trained on (a policy cloned from default-program demonstrations would read "lift" as "place").
         """
         scene.validate()
         family = get_family(scene.family)
@@ -244,16 +254,21 @@ class SimArm:
         self._substeps = self.physics_steps_per_control
         self._target_body = m.body(scene.target_object).id
         self._goal_body = m.body(scene.goal_object).id if scene.goal_object else -1
-        source = program if program is not None else family.program
+        self.program = self._compiled(program, family.program)
+        self._input_program = None if program is None else self._compiled(None, family.program)
+        self.stage = self.input_stage = 0
+        obs = self._observe()
+        self._track_stage(obs)
+        return obs
+
+    def _compiled(self, program: str | None, default: str) -> object:
+        """Compile ``program`` against this scene's layout (``default`` against ``LAYOUT`` when None), cached."""
+        source = program if program is not None else default
         layout = LAYOUT if program is None else self.layout
         key = (source, id(layout) if program is not None else 0)
         if key not in self._programs:
             self._programs[key] = stages.compile_program(source, layout)
-        self.program = self._programs[key]
-        self.stage = 0
-        obs = self._observe()
-        self._track_stage(obs)
-        return obs
+        return self._programs[key]
 
     def _index(self, m: mujoco.MjModel) -> None:
         self._arm_q = np.array([m.joint(n).qposadr[0] for n in panda.ARM_JOINTS])
@@ -318,11 +333,17 @@ class SimArm:
         return obs.copy()
 
     def _track_stage(self, obs: np.ndarray) -> None:
-        obs[LAYOUT["stage_index"][0]] = self.stage
+        column = LAYOUT["stage_index"][0]
+        obs[column] = self.stage
         self.phi, self.stage = self.program.evaluate(obs, self.stage)
         self.phi = float(self.phi)
-        obs[LAYOUT["stage_index"][0]] = self.stage
-        self._obs[LAYOUT["stage_index"][0]] = self.stage
+        if self._input_program is None:
+            self.input_stage = self.stage
+        else:
+            obs[column] = self.input_stage
+            _, self.input_stage = self._input_program.evaluate(obs, self.input_stage)
+        obs[column] = self.input_stage
+        self._obs[column] = self.input_stage
 
     def world_state(self) -> WorldState:
         """Privileged state for success checks and experts."""

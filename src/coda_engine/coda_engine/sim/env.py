@@ -5,7 +5,9 @@
 Observation: the flat float32 vector of :mod:`coda_engine.sim.layout` (the instruction is in ``info`` and
 ``env.instruction``). Action: ``[-1, 1]^4``, scaled to ``(dx, dy, dz) * max_delta`` m and the gripper
 command (-1 open, +1 close). Reward: 1 on the step the task succeeds (sparse), which also terminates;
-the family's ``max_steps`` truncates. ``info``: ``stage``, ``phi``, ``success``, ``instruction``, ``scene_id``.
+the family's ``max_steps`` truncates. ``info``: ``stage`` and ``phi`` of the tracked program (``program``, else the
+family's default; the observation's stage index is always the default program's), ``success``, ``instruction``,
+``scene_id``.
 ``reset(options={"scene": scene})`` runs a given scene; otherwise a new one is generated from the
 env's ``np_random`` with ``params``. ``reset(options={"start_stage": k})`` starts the episode where the
 family's scripted expert first enters stage ``k`` of the family's default program (the stages a critic's

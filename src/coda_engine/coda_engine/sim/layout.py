@@ -4,8 +4,8 @@
 
 Order: ``ee_pos`` (3), ``ee_vel`` (3), ``gripper`` (1, finger opening in m), then ``MAX_OBJECTS`` object
 slots ``obj{i}_pos`` (3), ``obj{i}_rgb`` (3), ``obj{i}_shape`` (1, ``SHAPE_*`` code), ``obj{i}_size`` (3,
-half extents), ``obj{i}_present`` (1, the presence mask), and last ``stage_index`` (1, the active potential
-program's stage index). Slot 0 is the target, slot 1 the goal (absent for reach), slots 2.. distractors.
+half extents), ``obj{i}_present`` (1, the presence mask), and last ``stage_index`` (1, the stage index of the
+family's default potential program). Slot 0 is the target, slot 1 the goal (absent for reach), slots 2.. distractors.
 Family-generic aliases point into slots 0 and 1: ``target_pos``, ``target_rgb``, ``target_shape``,
 ``target_size``, ``goal_pos``, ``goal_rgb``, ``goal_shape``, ``goal_size`` (the goal region: centre and
 half extents). :func:`scene_layout` adds per-scene aliases ``<object name>_pos`` etc.
