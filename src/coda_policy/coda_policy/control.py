@@ -54,7 +54,9 @@ class ControlConfig:
     family: str = "reach"
     """Task family whose default potential program tracks the stage (when ``program`` is empty)."""
     program: str = ""
-    """Staged potential program source that tracks the stage index; empty uses the family's."""
+    """Staged potential program source that tracks the stage index; empty uses the family's. The policy reads this
+    index, so a program other than the one its training observations were tracked with (the family default for every
+    policy the loop trains) shifts its input."""
     use_compiled: bool = True
     """Run the action mean through :mod:`coda_policy.action_mean` (C++ or NumPy, built per version and instruction
     off the control path); False, or when building it fails (reported in ``PolicyController.compile_error``):

@@ -74,7 +74,8 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "max_input_age_s": (0.5, "joint/object inputs older than this make the node hold, s"),
     "max_delta_m": (0.05, "largest end-effector displacement per command and axis, m"),
     "family": ("reach", "task family whose default staged program tracks the stage index"),
-    "program": ("", "staged potential program source (overrides the family's)"),
+    "program": ("", "staged potential program source tracking the stage the policy reads (overrides the family's; "
+                    "must be the program the policy was trained with)"),
     "checkpoint_root": ("", "folder of version folders; relative checkpoint URIs resolve under it"),
     "initial_version": ("", "version folder under checkpoint_root loaded at start-up (empty: none)"),
     "checkpoint_service": ("", "the run's GetCheckpoint service: versions not readable here are fetched from it, "
