@@ -36,14 +36,20 @@ def _cfg(tmp_path, tiny_policy_config, **kw) -> RLConfig:
     return RLConfig(**{**base, **kw})
 
 
+def _collect(cfg: RLConfig, policy_config, embedder, num_stages: int, rng_seed: int = 0):
+    """One rollout of a fresh tiny policy with ``num_stages`` value heads: (net, rollouts, buffer, bootstrap values)."""
+    net = build_policy(policy_config, 0).net
+    net.set_num_stages(num_stages)
+    rollouts = Rollouts(cfg, embedder, np.random.default_rng(rng_seed))
+    buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, OBS_DIM + 384, 4)
+    last = rollouts.collect(net, buffer, torch.Generator().manual_seed(0))
+    return net, rollouts, buffer, last
+
+
 @pytest.mark.parametrize("shaping", [True, False])
 def test_rollout_rewards_are_shaped_by_the_program(tmp_path, tiny_policy_config, embedder, shaping):
     cfg = _cfg(tmp_path, tiny_policy_config, n_envs=1, n_steps=42, shaping=shaping)
-    net = build_policy(tiny_policy_config, 0).net
-    net.set_num_stages(2)
-    rollouts = Rollouts(cfg, embedder, np.random.default_rng(0))
-    buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, OBS_DIM + 384, 4)
-    rollouts.collect(net, buffer, torch.Generator().manual_seed(0))
+    _, _, buffer, _ = _collect(cfg, tiny_policy_config, embedder, 2)
     program = PotentialProgram.compile(get_family("reach").program, LAYOUT)
     obs = buffer.observations[:, :, :OBS_DIM]
     stage_col = LAYOUT["stage_index"][0]
@@ -68,11 +74,7 @@ def test_a_round_program_shapes_and_picks_heads_while_the_actor_reads_the_defaul
     """A program with an extra first stage (done at once): its stage is the default one + 1 at every step."""
     source = "stage start:\n  progress = 1\n  done     = gripper > -1\n" + get_family("reach").program
     cfg = _cfg(tmp_path, tiny_policy_config, n_envs=2, n_steps=30, program=source)
-    net = build_policy(tiny_policy_config, 0).net
-    net.set_num_stages(3)
-    rollouts = Rollouts(cfg, embedder, np.random.default_rng(0))
-    buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, OBS_DIM + 384, 4)
-    rollouts.collect(net, buffer, torch.Generator().manual_seed(0))
+    _, _, buffer, _ = _collect(cfg, tiny_policy_config, embedder, 3)
     program = PotentialProgram.compile(source, LAYOUT)
     obs = buffer.observations[:, :, :OBS_DIM]
     seen = obs[:, :, LAYOUT["stage_index"][0]].astype(int)  # what the actor reads: the default program's stage
@@ -92,11 +94,7 @@ def test_a_round_program_shapes_and_picks_heads_while_the_actor_reads_the_defaul
 
 def test_ppo_update_changes_the_network_and_uses_every_head(tmp_path, tiny_policy_config, embedder):
     cfg = _cfg(tmp_path, tiny_policy_config, n_steps=16)
-    net = build_policy(tiny_policy_config, 0).net
-    net.set_num_stages(2)
-    rollouts = Rollouts(cfg, embedder, np.random.default_rng(1))
-    buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, OBS_DIM + 384, 4)
-    last = rollouts.collect(net, buffer, torch.Generator().manual_seed(0))
+    net, rollouts, buffer, last = _collect(cfg, tiny_policy_config, embedder, 2, rng_seed=1)
     buffer.compute_gae(last, rollouts.episode_start, cfg.gamma, cfg.gae_lambda)
     assert np.all(np.isfinite(buffer.returns)) and np.abs(buffer.advantages).sum() > 0
     before = {k: v.clone() for k, v in net.state_dict().items()}
