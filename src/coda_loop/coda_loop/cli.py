@@ -20,7 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("coda_loop.commands.doctor", "check the environment: ROS 2, DDS, interfaces, simulator"),
     "bench": ("coda_loop.commands.bench", "benchmarks: coda bench core|sim|control ... --json"),
     "critic": ("coda_critic.commands", "learned critic: coda critic train|eval --json"),
-    "train": ("coda_policy.cli", "train the policy: coda train sft|rl|compare ..."),
+    "train": ("coda_policy.cli", "train the policy: coda train sft|rl|compare|replay ..."),
     "eval": ("coda_policy.eval_command", "success of a policy checkpoint on held-out suites: coda eval --policy CKPT"),
     "report": ("coda_loop.commands.report", "HTML report of a run folder: coda report RUN_DIR"),
     "export": ("coda_loop.commands.export", "episodes of a run as rosbag2 MCAP: coda export RUN_DIR --mcap FILE"),

@@ -1,15 +1,17 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda train sft|rl|compare``: behaviour cloning, PPO fine-tuning, and shaped-vs-sparse PPO over seeds.
+"""``coda train sft|rl|compare|replay``: behaviour cloning, PPO, shaped-vs-sparse PPO, PPO again from a checkpoint.
 
-Each prints one JSON object (the result) on stdout; progress bars go to stderr; metrics go to
-``<output-dir>/<version>/metrics.jsonl``.
+``replay`` trains a PPO checkpoint again from its recorded settings (e.g. a loop round's PPO step at another
+budget or with the sparse reward). Each prints one JSON object (the result) on stdout; progress bars go to
+stderr; metrics go to ``<output-dir>/<version>/metrics.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import numpy as np
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register ``sft``, ``rl`` and ``compare`` with their options."""
+    """Register ``sft``, ``rl``, ``compare`` and ``replay`` with their options."""
     sub = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
     sft = sub.add_parser("sft", help="behaviour cloning on expert demonstrations")
     sft.add_argument("--families", nargs="+", default=["reach", "pick_place", "push", "stack"])
@@ -72,6 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--version-id", default="")
             p.add_argument("--no-shaping", action="store_true", help="train on the sparse success reward only")
             p.add_argument("--no-resume", action="store_true", help="start over even if the run folder exists")
+    replay = sub.add_parser("replay", help="train a PPO checkpoint again from its recorded settings")
+    replay.add_argument("checkpoint", type=Path, help="a PPO checkpoint folder (e.g. <run>/checkpoints/r003-rl)")
+    replay.add_argument("--output-dir", type=Path, required=True, help="checkpoint root of the replay")
+    replay.add_argument("--version-id", default="", help="version id of the replay (default: derived from settings)")
+    replay.add_argument("--total-env-steps", type=int, default=None, help="another budget (default: the recorded one)")
+    replay.add_argument("--sparse", action="store_true", help="the family's default program and the sparse reward")
+    replay.add_argument("--init-from", default="", help="the initial policy's folder if the recorded one moved")
+    replay.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _rl_config(args: argparse.Namespace, seed: int, shaping: bool, version_id: str) -> Any:
@@ -107,8 +117,19 @@ def run(args: argparse.Namespace) -> int:
                         progress=not args.no_progress)
         print(json.dumps(_jsonable(train_sft(cfg))))
         return 0
-    from coda_policy.rl import train_rl
+    from coda_policy.rl import replay_config, train_rl
 
+    if args.stage == "replay":
+        try:
+            cfg = replay_config(args.checkpoint, args.output_dir, version_id=args.version_id,
+                                total_env_steps=args.total_env_steps, sparse=args.sparse, init_from=args.init_from,
+                                progress=not args.no_progress)
+        except ValueError as exc:
+            print(f"coda train replay: {exc}", file=sys.stderr, flush=True)
+            return 2
+        print(json.dumps({**_jsonable(train_rl(cfg)), "replayed": str(args.checkpoint),
+                          "total_env_steps": cfg.total_env_steps, "shaping": cfg.shaping}))
+        return 0
     if args.stage == "rl":
         print(json.dumps(_jsonable(train_rl(_rl_config(args, args.seed, not args.no_shaping, args.version_id)))))
         return 0

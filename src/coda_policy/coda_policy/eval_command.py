@@ -1,11 +1,13 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda eval --policy CKPT [--suite FILE ...] [--split NAME ...] [--per-family N] [--workers W] [--json]``.
+"""``coda eval --policy CKPT [--suite FILE ... | --validation] [--split NAME ...] [options] [--json]``.
 
 Success of a policy checkpoint (a version folder) on held-out suites (:mod:`coda_policy.suite`): the shipped
-suites of ``--split`` (default all five) or the given suite files. Prints a table (split x family), or with
-``--json`` one object ``{"policy", "results": {split: {family: rate, "mean": x}}, "episodes", "seconds"}``.
-A bad checkpoint folder, suite file or option exits with code 2 and a message naming what was wrong.
+test suites of ``--split`` (default all five), the shipped validation suites with ``--validation``, or the given
+suite files. Prints a table (split x family), or with ``--json`` one object ``{"policy", "results": {split:
+{family: rate, "mean": x}}, "outcomes": {split: {scene_id: 0 or 1}}, "episodes", "seconds", ...}``; the per-scene
+outcomes let two checkpoints be compared paired on the same scenes. A bad checkpoint folder, suite file or option
+exits with code 2 and a message naming what was wrong.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FILE",
         help="suite file (repeatable; default: the shipped suites of --split)",
+    )
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="the shipped validation suites instead of the test suites (choose designs on these; not with --suite)",
     )
     parser.add_argument(
         "--split",
@@ -58,8 +65,11 @@ def _suites(args: argparse.Namespace) -> list[Any]:
         unknown = [s for s in splits if s not in SPLITS]
         if unknown:
             raise ValueError(f"--split {unknown[0]!r} is not one of {list(SPLITS)}")
+    if args.suite and args.validation:
+        raise ValueError("--validation picks the shipped validation suites; it cannot be combined with --suite")
     if not args.suite:
-        return list(default_suites(tuple(splits) if splits is not None else SPLITS).values())
+        kind = "validation" if args.validation else "test"
+        return list(default_suites(tuple(splits) if splits is not None else SPLITS, kind=kind).values())
     suites = [load_suite(path) for path in args.suite]
     if splits is not None:
         suites = [s for s in suites if s.split in splits]
@@ -122,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
         split: {**{f: round(v, 6) for f, v in fam.items()}, "mean": round(result.per_split[split], 6)}
         for split, fam in result.rates.items()
     }
+    outcomes: dict[str, dict[str, int]] = {split: {} for split in result.rates}
+    for episode in result.episodes:
+        outcomes[episode["split"]][episode["scene_id"]] = int(bool(episode["success"]))
     seconds = time.perf_counter() - start
     if args.json:
         print(
@@ -129,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
                 {
                     "policy": str(args.policy),
                     "results": results,
+                    "outcomes": outcomes,
                     "episodes": len(result.episodes),
                     "seconds": round(seconds, 3),
                     "workers": args.workers,

@@ -383,6 +383,56 @@ class RLResult:
     """Wall time."""
 
 
+def replay_config(checkpoint: Path | str, output_dir: Path | str, *, version_id: str = "",
+                  total_env_steps: int | None = None, sparse: bool = False, init_from: str = "",
+                  progress: bool = False) -> RLConfig:
+    """Return the :class:`RLConfig` a PPO checkpoint was trained with, to train it again (e.g. a round's PPO step).
+
+    Every setting is the recorded one (same initial policy, program, start stage, seed), so a replay on the same
+    code gives the same weights; the changes asked for are applied on top: ``total_env_steps`` (the value warm-up
+    keeps its share of the rollouts), ``sparse`` (the family's default program and the sparse success reward),
+    ``init_from`` (the initial policy's folder when the recorded one has moved). The replay starts over in
+    ``output_dir / version_id`` (empty: the id derived from the settings), which must not be ``checkpoint``.
+    Raises ValueError naming what is wrong (not a PPO checkpoint, a missing initial policy, a bad override).
+    """
+    import json
+
+    folder = Path(checkpoint)
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"{folder} is not a checkpoint folder (no config.json)")
+    meta = json.loads(config_file.read_text()).get("meta") or {}
+    if meta.get("trainer") != "rl" or not isinstance(meta.get("rl"), dict):
+        raise ValueError(f"{folder} was not trained by PPO (its config.json records trainer "
+                         f"{meta.get('trainer')!r}); only a PPO checkpoint can be replayed")
+    data = dict(meta["rl"])
+    data["policy"] = PolicyConfig.from_dict(data["policy"])
+    if init_from:
+        data["init_from"] = init_from
+    elif data.get("init_from") and not (Path(data["init_from"]) / "config.json").is_file():
+        raise ValueError(f"the recorded initial policy {data['init_from']} of {folder} is gone; pass the folder it "
+                         "was moved to (init_from)")
+    if total_env_steps is not None:
+        if total_env_steps < 1:
+            raise ValueError(f"total_env_steps={total_env_steps} must be >= 1")
+        per_rollout = data["n_envs"] * data["n_steps"]
+        before, after = -(-data["total_env_steps"] // per_rollout), -(-total_env_steps // per_rollout)
+        warmup = data.get("value_warmup_rollouts") or 0
+        data["value_warmup_rollouts"] = max(1, round(warmup * after / before)) if warmup else 0
+        data["total_env_steps"] = total_env_steps
+    if sparse:
+        data["program"], data["shaping"] = "", False
+    unknown = sorted(set(data) - set(RLConfig.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"{folder} records settings this code does not have ({', '.join(unknown)}): "
+                         "it cannot be replayed as it was trained")
+    cfg = RLConfig(**{**data, "output_dir": Path(output_dir), "version_id": version_id, "resume": False,
+                      "progress": progress})
+    if (cfg.output_dir / cfg.version_id).resolve() == folder.resolve():
+        raise ValueError(f"the replay would overwrite {folder}: choose another output_dir or version_id")
+    return cfg
+
+
 def _evaluate(net: CodaPolicyNet, cfg: RLConfig, embedder: object) -> float:
     """Deterministic success rate on ``cfg.eval_episodes`` scenes that depend on ``cfg.seed`` alone."""
     rng = np.random.default_rng([cfg.seed, 99])

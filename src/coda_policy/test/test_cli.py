@@ -1,12 +1,14 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda train sft|rl|compare`` end to end through the subcommand's module, with tiny settings."""
+"""``coda train sft|rl|compare|replay`` end to end through the subcommand's module, with tiny settings."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
+import torch
 
 from coda_policy import cli
 from coda_policy.checkpoint import load_policy
@@ -31,6 +33,36 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
     assert rl["env_steps"] == 16
     net, config = load_policy(tmp_path / "rl-cli")
     assert config["meta"]["parent"] == sft["folder"] and net.cfg.num_stages == 2
+
+    # replay: the recorded settings give the same weights; a budget or the sparse reward can be changed on top
+    replays = tmp_path / "replays"
+    assert main(["replay", str(tmp_path / "rl-cli"), "--output-dir", str(replays), "--version-id", "same",
+                 "--no-progress"]) == 0
+    same = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert same["replayed"] == str(tmp_path / "rl-cli") and same["env_steps"] == 16 and same["shaping"] is True
+    again, _ = load_policy(replays / "same")
+    for (name, a), b in zip(net.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert main(["replay", str(tmp_path / "rl-cli"), "--output-dir", str(replays), "--version-id", "sparse",
+                 "--sparse", "--total-env-steps", "32", "--no-progress"]) == 0
+    sparse = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert sparse["env_steps"] == 32 and sparse["shaping"] is False
+    recorded = load_policy(replays / "sparse")[1]["meta"]["rl"]
+    assert recorded["program"] == "" and recorded["init_from"] == sft["folder"] and recorded["seed"] == 0
+
+    moved = tmp_path / "moved-sft"
+    shutil.move(sft["folder"], moved)
+    cases = [
+        (["replay", str(moved)], "not trained by PPO"),
+        (["replay", str(tmp_path / "rl-cli")], "is gone"),
+        (["replay", str(tmp_path / "rl-cli"), "--init-from", str(moved), "--version-id", "rl-cli"], "overwrite"),
+        (["replay", str(tmp_path / "rl-cli"), "--init-from", str(moved), "--total-env-steps", "0"], "total_env_steps"),
+        (["replay", str(tmp_path / "absent")], "no config.json"),
+    ]
+    for argv, words in cases:
+        assert main([*argv, "--output-dir", str(tmp_path), "--no-progress"]) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.out == "" and words in captured.err, (argv, captured.err)
 
 
 def test_coda_train_compare_runs_both_conditions_per_seed(tmp_path, capsys, embedder, main):

@@ -238,6 +238,16 @@ def test_coda_eval_prints_json(shipped, tiny_checkpoint, tmp_path, capsys, embed
     assert out["policy"] == str(tiny_checkpoint) and out["episodes"] == 4 and out["seconds"] > 0
     assert set(out["results"]) == {"instruction"}
     assert set(out["results"]["instruction"]) == {*FAMILY_ORDER, "mean"}
+    outcomes = out["outcomes"]["instruction"]
+    assert len(outcomes) == 4 and set(outcomes.values()) <= {0, 1}
+    for family in FAMILY_ORDER:  # the per-scene outcomes are what the rates are computed from
+        assert [v for k, v in outcomes.items() if f"-{family}-" in k] == [out["results"]["instruction"][family]]
+    assert coda_eval(["--policy", str(tiny_checkpoint), "--validation", "--split", "object", "--per-family", "1",
+                      "--json", "--no-progress"]) == 0
+    validation = json.loads(capsys.readouterr().out)
+    assert validation["suites"]["object"].endswith("validation/object.yaml")
+    assert len(validation["outcomes"]["object"]) == 4
+    assert not set(validation["outcomes"]["object"]) & {e["id"] for e in _small_suite(shipped, "object", 1).entries}
     assert (
         coda_eval(["--policy", str(tiny_checkpoint), "--split", "object", "--per-family", "1", "--no-progress"]) == 0
     )
@@ -264,6 +274,7 @@ def test_coda_eval_bad_inputs_exit_2(shipped, tiny_checkpoint, tmp_path, capsys,
         (["--policy", str(tiny_checkpoint), "--split", "moon"], "--split 'moon'"),
         (["--policy", str(tiny_checkpoint), "--per-family", "-1"], "--per-family"),
         (["--policy", str(tiny_checkpoint), "--workers", "0"], "--workers"),
+        (["--policy", str(tiny_checkpoint), "--validation", "--suite", str(bad_suite)], "--validation"),
     ]
     for argv, words in cases:
         assert coda_eval([*argv, "--json", "--no-progress"]) == 2, argv
