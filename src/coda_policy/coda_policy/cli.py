@@ -79,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     replay.add_argument("--output-dir", type=Path, required=True, help="checkpoint root of the replay")
     replay.add_argument("--version-id", default="", help="version id of the replay (default: derived from settings)")
     replay.add_argument("--total-env-steps", type=int, default=None, help="another budget (default: the recorded one)")
-    replay.add_argument("--sparse", action="store_true", help="the family's default program and the sparse reward")
+    replay.add_argument("--reward", default="recorded",
+                        help="recorded (as trained), default-program (the family's default program, shaped) or sparse")
     replay.add_argument("--init-from", default="", help="the initial policy's folder if the recorded one moved")
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stage == "replay":
         try:
             cfg = replay_config(args.checkpoint, args.output_dir, version_id=args.version_id,
-                                total_env_steps=args.total_env_steps, sparse=args.sparse, init_from=args.init_from,
+                                total_env_steps=args.total_env_steps, reward=args.reward, init_from=args.init_from,
                                 progress=not args.no_progress)
         except ValueError as exc:
             print(f"coda train replay: {exc}", file=sys.stderr, flush=True)

@@ -383,20 +383,28 @@ class RLResult:
     """Wall time."""
 
 
+REPLAY_REWARDS = ("recorded", "default-program", "sparse")
+"""Rewards of a replay (:func:`replay_config`): the recorded program and shaping, the family's default program
+(shaped), or the sparse success reward."""
+
+
 def replay_config(checkpoint: Path | str, output_dir: Path | str, *, version_id: str = "",
-                  total_env_steps: int | None = None, sparse: bool = False, init_from: str = "",
+                  total_env_steps: int | None = None, reward: str = "recorded", init_from: str = "",
                   progress: bool = False) -> RLConfig:
     """Return the :class:`RLConfig` a PPO checkpoint was trained with, to train it again (e.g. a round's PPO step).
 
     Every setting is the recorded one (same initial policy, program, start stage, seed), so a replay on the same
     code gives the same weights; the changes asked for are applied on top: ``total_env_steps`` (the value warm-up
-    keeps its share of the rollouts), ``sparse`` (the family's default program and the sparse success reward),
+    keeps its share of the rollouts), ``reward`` (one of :data:`REPLAY_REWARDS`: ``default-program`` shapes with
+    the family's default program instead of the recorded one, ``sparse`` trains on the success reward),
     ``init_from`` (the initial policy's folder when the recorded one has moved). The replay starts over in
     ``output_dir / version_id`` (empty: the id derived from the settings), which must not be ``checkpoint``.
     Raises ValueError naming what is wrong (not a PPO checkpoint, a missing initial policy, a bad override).
     """
     import json
 
+    if reward not in REPLAY_REWARDS:
+        raise ValueError(f"reward={reward!r} must be one of {REPLAY_REWARDS}")
     folder = Path(checkpoint)
     config_file = folder / "config.json"
     if not config_file.is_file():
@@ -420,8 +428,8 @@ def replay_config(checkpoint: Path | str, output_dir: Path | str, *, version_id:
         warmup = data.get("value_warmup_rollouts") or 0
         data["value_warmup_rollouts"] = max(1, round(warmup * after / before)) if warmup else 0
         data["total_env_steps"] = total_env_steps
-    if sparse:
-        data["program"], data["shaping"] = "", False
+    if reward != "recorded":
+        data["program"], data["shaping"] = "", reward == "default-program"
     unknown = sorted(set(data) - set(RLConfig.__dataclass_fields__))
     if unknown:
         raise ValueError(f"{folder} records settings this code does not have ({', '.join(unknown)}): "

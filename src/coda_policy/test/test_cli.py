@@ -44,11 +44,15 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
     for (name, a), b in zip(net.state_dict().items(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert main(["replay", str(tmp_path / "rl-cli"), "--output-dir", str(replays), "--version-id", "sparse",
-                 "--sparse", "--total-env-steps", "32", "--no-progress"]) == 0
+                 "--reward", "sparse", "--total-env-steps", "32", "--no-progress"]) == 0
     sparse = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert sparse["env_steps"] == 32 and sparse["shaping"] is False
     recorded = load_policy(replays / "sparse")[1]["meta"]["rl"]
     assert recorded["program"] == "" and recorded["init_from"] == sft["folder"] and recorded["seed"] == 0
+    assert main(["replay", str(replays / "sparse"), "--output-dir", str(replays), "--version-id", "default",
+                 "--reward", "default-program", "--no-progress"]) == 0
+    default = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert default["env_steps"] == 32 and default["shaping"] is True
 
     moved = tmp_path / "moved-sft"
     shutil.move(sft["folder"], moved)
@@ -58,6 +62,7 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
         (["replay", str(tmp_path / "rl-cli"), "--init-from", str(moved), "--version-id", "rl-cli"], "overwrite"),
         (["replay", str(tmp_path / "rl-cli"), "--init-from", str(moved), "--total-env-steps", "0"], "total_env_steps"),
         (["replay", str(tmp_path / "absent")], "no config.json"),
+        (["replay", str(tmp_path / "rl-cli"), "--reward", "dense"], "reward='dense'"),
     ]
     for argv, words in cases:
         assert main([*argv, "--output-dir", str(tmp_path), "--no-progress"]) == 2, argv
