@@ -10,6 +10,10 @@ outcomes both ``results.json`` files keep (``runs.<method>.<seed>.outcomes``) an
 (:func:`coda_loop.stats.paired_difference`), each side's OOD mean per seed, and the same difference per OOD split
 and per task family (families read from the shipped suites' entries). Designs are chosen on ``validation``;
 ``test`` is read after.
+
+Two checkpoints (or pairs of them) compare the same way from ``coda eval --json`` outputs on the shipped suites:
+a side given as eval outputs pairs them by position (the k-th arm file with the k-th control file, shown as seed k),
+e.g. every round's PPO update against the policy it started from.
 """
 
 from __future__ import annotations
@@ -57,13 +61,24 @@ class Side:
         return f"{self.method} ({', '.join(map(str, self.files))})"
 
     def outcomes(self) -> dict[int, Mapping[str, Outcomes]]:
-        """Return seed -> suite kind -> per-scene outcomes; a ValueError names a file or a seed that does not fit."""
+        """Return seed -> suite kind -> per-scene outcomes; a ValueError names a file or a seed that does not fit.
+
+        ``results.json`` files give their seeds; ``coda eval --json`` outputs give their position in ``files``.
+        """
         out: dict[int, Mapping[str, Outcomes]] = {}
-        for path in self.files:
+        kinds = set()
+        for index, path in enumerate(self.files):
             try:
                 data = json.loads(path.read_text())
             except (OSError, ValueError) as error:
                 raise ValueError(f"{path}: not a readable results.json ({error})") from error
+            is_eval = isinstance(data, dict) and {"policy", "outcomes", "suites"} <= set(data)
+            kinds.add(is_eval)
+            if len(kinds) > 1:
+                raise ValueError(f"{path}: one side is either results.json files or coda eval outputs, not both")
+            if is_eval:
+                out[index] = eval_outcomes(path, data)
+                continue
             runs = data.get("runs") if isinstance(data, dict) else None
             if not isinstance(runs, dict):
                 raise ValueError(f"{path}: has no per-run records ('runs'); rerun coda experiment on its folder")
@@ -79,6 +94,29 @@ class Side:
                     raise ValueError(f"{path}: {self.method} seed {seed} keeps no per-scene outcomes")
                 out[int(seed)] = outcomes
         return out
+
+
+def eval_outcomes(path: Path, data: Mapping[str, Any]) -> dict[str, Outcomes]:
+    """Return ``{kind: outcomes}`` of a ``coda eval --json`` output on the shipped ``test`` or ``validation`` suites.
+
+    The kind is read from the suite files it scored (``suites/<split>.yaml`` or ``suites/validation/<split>.yaml``);
+    other suite files, or both kinds in one output, are a ValueError naming the file.
+    """
+    kinds = set()
+    for split, suite in dict(data["suites"]).items():
+        file = Path(str(suite))
+        if file.name != f"{split}.yaml":
+            kinds.add(None)
+        else:
+            kinds.add("validation" if file.parent.name == "validation" else
+                      "test" if file.parent.name == "suites" else None)
+    if len(kinds) != 1 or None in kinds:
+        raise ValueError(f"{path}: a coda eval output compares only on the shipped test or validation suites "
+                         f"(one kind per file), it scored {dict(data['suites'])}")
+    outcomes = data["outcomes"]
+    if not isinstance(outcomes, dict) or not outcomes:
+        raise ValueError(f"{path}: keeps no per-scene outcomes")
+    return {kinds.pop(): {split: {str(k): int(v) for k, v in by_scene.items()} for split, by_scene in outcomes.items()}}
 
 
 def scene_families(kind: str) -> dict[str, str]:

@@ -145,3 +145,42 @@ def test_cli_prints_the_comparison_and_names_a_bad_file(tmp_path, capsys):
     assert "validation: arm - control +" in capsys.readouterr().out
     assert main(["compare", "--arm", str(tmp_path / "nope.json"), "--control", str(path)]) == 2
     assert "nope.json: not a readable results.json" in capsys.readouterr().err
+
+
+def test_coda_eval_outputs_pair_by_position(tmp_path, capsys):
+    """Two PPO updates against the policies they started from: ``coda eval --json`` outputs on the validation suites.
+
+    The first update gains on push and the second changes nothing; pairs go by position, shown as seeds 0 and 1.
+    """
+    from coda_policy.suite import default_suites
+
+    suites = default_suites(OOD_SPLITS, kind="validation")
+
+    def write(name: str, push_rate: float, seed: int) -> str:
+        rng = np.random.default_rng(seed)
+        outcomes = {split: {e["id"]: int(rng.random() < (push_rate if e["family"] == "push" else 0.7))
+                            for e in suite.entries} for split, suite in suites.items()}
+        data = {"policy": f"runs/x/{name}", "results": {}, "outcomes": outcomes, "episodes": 400, "seconds": 1.0,
+                "suites": {split: str(suite.path) for split, suite in suites.items()}}
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+        return str(tmp_path / f"{name}.json")
+
+    arm = [write("r001-rl", 0.9, 1), write("r002-rl", 0.5, 2)]
+    control = [write("r001-bc", 0.2, 1), write("r002-bc", 0.5, 2)]
+    result = compare(Side.parse(arm), Side.parse(control), n_boot=1000)
+    assert result["seeds"] == [0, 1] and "test" not in result
+    row = result["validation"]
+    assert row["per_seed"]["1"] == pytest.approx(0.0)  # the same draws: no change
+    assert row["per_seed"]["0"] > 0.1 and row["families"]["push"]["diff"] > 0.3
+    assert row["families"]["reach"]["diff"] == pytest.approx(0.0, abs=0.08)
+    assert main(["compare", "--arm", *arm, "--control", *control, "--boot", "200"]) == 0
+    assert "validation: arm - control" in capsys.readouterr().out
+
+    mine = json.loads((tmp_path / "r001-bc.json").read_text())
+    mine["suites"] = {"position": "/home/me/my_suite.yaml"}
+    (tmp_path / "mine.json").write_text(json.dumps(mine))
+    with pytest.raises(ValueError, match="only on the shipped test or validation suites"):
+        Side.parse([str(tmp_path / "mine.json")]).outcomes()
+    results = _results(tmp_path / "base" / "results.json", {"coda": {0: {"reach": .5, "push": .5}}})
+    with pytest.raises(ValueError, match=r"either results\.json files or coda eval outputs"):
+        Side.parse([arm[0], str(results)]).outcomes()

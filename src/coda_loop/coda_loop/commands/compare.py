@@ -3,7 +3,7 @@
 """``coda compare --arm FILE[:METHOD] ... --control FILE[:METHOD] ...``: a change against its control.
 
 Paired on seeds and scenes, per suite kind and per family (:mod:`coda_loop.comparison`); ``--json`` prints one
-object.
+object. ``coda eval --json`` outputs compare checkpoints the same way, paired by position.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the options of ``coda compare``."""
     parser.add_argument("--arm", nargs="+", required=True, metavar="FILE[:METHOD]",
                         help="results.json of the changed runs (coda experiment), one or more seeds each; "
-                             "METHOD defaults to coda")
+                             "METHOD defaults to coda; or coda eval --json outputs, paired with --control's by "
+                             "position")
     parser.add_argument("--control", nargs="+", required=True, metavar="FILE[:METHOD]",
                         help="results.json of the runs compared against, started from the same round-0 policies")
     parser.add_argument("--boot", type=int, default=10_000, help="bootstrap replicates of the interval")
