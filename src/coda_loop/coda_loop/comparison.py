@@ -72,7 +72,7 @@ class Side:
                 data = json.loads(path.read_text())
             except (OSError, ValueError) as error:
                 raise ValueError(f"{path}: not a readable results.json ({error})") from error
-            is_eval = isinstance(data, dict) and {"policy", "outcomes", "suites"} <= set(data)
+            is_eval = isinstance(data, dict) and {"policy", "outcomes", "kind"} <= set(data)
             kinds.add(is_eval)
             if len(kinds) > 1:
                 raise ValueError(f"{path}: one side is either results.json files or coda eval outputs, not both")
@@ -99,24 +99,16 @@ class Side:
 def eval_outcomes(path: Path, data: Mapping[str, Any]) -> dict[str, Outcomes]:
     """Return ``{kind: outcomes}`` of a ``coda eval --json`` output on the shipped ``test`` or ``validation`` suites.
 
-    The kind is read from the suite files it scored (``suites/<split>.yaml`` or ``suites/validation/<split>.yaml``);
-    other suite files, or both kinds in one output, are a ValueError naming the file.
+    Outputs on other suite files (``kind`` ``files``) or without per-scene outcomes are a ValueError naming the file.
     """
-    kinds = set()
-    for split, suite in dict(data["suites"]).items():
-        file = Path(str(suite))
-        if file.name != f"{split}.yaml":
-            kinds.add(None)
-        else:
-            kinds.add("validation" if file.parent.name == "validation" else
-                      "test" if file.parent.name == "suites" else None)
-    if len(kinds) != 1 or None in kinds:
-        raise ValueError(f"{path}: a coda eval output compares only on the shipped test or validation suites "
-                         f"(one kind per file), it scored {dict(data['suites'])}")
+    kind = data.get("kind")
+    if kind not in SUITE_KINDS:
+        raise ValueError(f"{path}: a coda eval output compares only on the shipped test or validation suites, "
+                         f"it scored {kind!r} ({dict(data['suites'])})")
     outcomes = data["outcomes"]
     if not isinstance(outcomes, dict) or not outcomes:
         raise ValueError(f"{path}: keeps no per-scene outcomes")
-    return {kinds.pop(): {split: {str(k): int(v) for k, v in by_scene.items()} for split, by_scene in outcomes.items()}}
+    return {kind: {split: {str(k): int(v) for k, v in by_scene.items()} for split, by_scene in outcomes.items()}}
 
 
 def scene_families(kind: str) -> dict[str, str]:

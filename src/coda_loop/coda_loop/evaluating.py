@@ -89,5 +89,4 @@ class EvaluateStep:
         ood = [per_split[s] for s in OOD_SPLITS if s in per_split]
         return Score(rates=result.rates, per_split=per_split, ood=float(np.mean(ood)) if ood else float("nan"),
                      episodes_per_family=episodes,
-                     outcomes={split: {row["scene_id"]: int(row["success"]) for row in result.episodes
-                                       if row["split"] == split} for split in per_split})
+                     outcomes=result.outcomes())

@@ -160,8 +160,8 @@ def test_coda_eval_outputs_pair_by_position(tmp_path, capsys):
         rng = np.random.default_rng(seed)
         outcomes = {split: {e["id"]: int(rng.random() < (push_rate if e["family"] == "push" else 0.7))
                             for e in suite.entries} for split, suite in suites.items()}
-        data = {"policy": f"runs/x/{name}", "results": {}, "outcomes": outcomes, "episodes": 400, "seconds": 1.0,
-                "suites": {split: str(suite.path) for split, suite in suites.items()}}
+        data = {"policy": f"runs/x/{name}", "results": {}, "outcomes": outcomes, "kind": "validation",
+                "episodes": 400, "seconds": 1.0, "suites": {split: str(suite.path) for split, suite in suites.items()}}
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
         return str(tmp_path / f"{name}.json")
 
@@ -177,7 +177,7 @@ def test_coda_eval_outputs_pair_by_position(tmp_path, capsys):
     assert "validation: arm - control" in capsys.readouterr().out
 
     mine = json.loads((tmp_path / "r001-bc.json").read_text())
-    mine["suites"] = {"position": "/home/me/my_suite.yaml"}
+    mine["kind"], mine["suites"] = "files", {"position": "/home/me/my_suite.yaml"}
     (tmp_path / "mine.json").write_text(json.dumps(mine))
     with pytest.raises(ValueError, match="only on the shipped test or validation suites"):
         Side.parse([str(tmp_path / "mine.json")]).outcomes()

@@ -5,8 +5,9 @@
 Success of a policy checkpoint (a version folder) on held-out suites (:mod:`coda_policy.suite`): the shipped
 test suites of ``--split`` (default all five), the shipped validation suites with ``--validation``, or the given
 suite files. Prints a table (split x family), or with ``--json`` one object ``{"policy", "results": {split:
-{family: rate, "mean": x}}, "outcomes": {split: {scene_id: 0 or 1}}, "episodes", "seconds", ...}``; the per-scene
-outcomes let two checkpoints be compared paired on the same scenes. A bad checkpoint folder, suite file or option
+{family: rate, "mean": x}}, "outcomes": {split: {scene_id: 0 or 1}}, "kind", "episodes", "seconds", ...}`` (``kind``:
+``test``, ``validation`` or ``files`` for ``--suite``); the per-scene outcomes let two checkpoints be compared
+paired on the same scenes (``coda compare``). A bad checkpoint folder, suite file or option
 exits with code 2 and a message naming what was wrong.
 """
 
@@ -132,9 +133,6 @@ def run(args: argparse.Namespace) -> int:
         split: {**{f: round(v, 6) for f, v in fam.items()}, "mean": round(result.per_split[split], 6)}
         for split, fam in result.rates.items()
     }
-    outcomes: dict[str, dict[str, int]] = {split: {} for split in result.rates}
-    for episode in result.episodes:
-        outcomes[episode["split"]][episode["scene_id"]] = int(bool(episode["success"]))
     seconds = time.perf_counter() - start
     if args.json:
         print(
@@ -142,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
                 {
                     "policy": str(args.policy),
                     "results": results,
-                    "outcomes": outcomes,
+                    "outcomes": result.outcomes(),
+                    "kind": "files" if args.suite else "validation" if args.validation else "test",
                     "episodes": len(result.episodes),
                     "seconds": round(seconds, 3),
                     "workers": args.workers,

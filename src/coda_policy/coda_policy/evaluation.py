@@ -68,6 +68,13 @@ class SuiteResult:
         """JSON-friendly dict of all fields."""
         return {"rates": self.rates, "per_split": self.per_split, "episodes": self.episodes, "seconds": self.seconds}
 
+    def outcomes(self) -> dict[str, dict[str, int]]:
+        """Return split -> scene id -> 1 (success) or 0: what paired comparisons of two policies read."""
+        out: dict[str, dict[str, int]] = {split: {} for split in self.rates}
+        for row in self.episodes:
+            out[row["split"]][row["scene_id"]] = int(bool(row["success"]))
+        return out
+
 
 def load_checkpoint(checkpoint_dir: str | Path) -> Any:
     """Load the policy network of a version folder; :class:`CheckpointError` says what is wrong with it."""

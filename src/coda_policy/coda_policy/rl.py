@@ -45,7 +45,14 @@ import torch
 from tqdm import tqdm
 
 from coda_core_cpp import PotentialProgram, RolloutBuffer, shape_rewards
-from coda_policy.checkpoint import load_policy, load_trainer_state, make_version_id, run_config_dict, save_checkpoint
+from coda_policy.checkpoint import (
+    load_policy,
+    load_trainer_state,
+    make_version_id,
+    read_config,
+    run_config_dict,
+    save_checkpoint,
+)
 from coda_policy.config import PolicyConfig
 from coda_policy.evaluation import success_rates
 from coda_policy.metrics import MetricsLog
@@ -401,15 +408,10 @@ def replay_config(checkpoint: Path | str, output_dir: Path | str, *, version_id:
     ``output_dir / version_id`` (empty: the id derived from the settings), which must not be ``checkpoint``.
     Raises ValueError naming what is wrong (not a PPO checkpoint, a missing initial policy, a bad override).
     """
-    import json
-
     if reward not in REPLAY_REWARDS:
         raise ValueError(f"reward={reward!r} must be one of {REPLAY_REWARDS}")
     folder = Path(checkpoint)
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise ValueError(f"{folder} is not a checkpoint folder (no config.json)")
-    meta = json.loads(config_file.read_text()).get("meta") or {}
+    meta = read_config(folder).get("meta") or {}
     if meta.get("trainer") != "rl" or not isinstance(meta.get("rl"), dict):
         raise ValueError(f"{folder} was not trained by PPO (its config.json records trainer "
                          f"{meta.get('trainer')!r}); only a PPO checkpoint can be replayed")

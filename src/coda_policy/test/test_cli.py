@@ -61,7 +61,7 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
         (["replay", str(tmp_path / "rl-cli")], "is gone"),
         (["replay", str(tmp_path / "rl-cli"), "--init-from", str(moved), "--version-id", "rl-cli"], "overwrite"),
         (["replay", str(tmp_path / "rl-cli"), "--init-from", str(moved), "--total-env-steps", "0"], "total_env_steps"),
-        (["replay", str(tmp_path / "absent")], "no config.json"),
+        (["replay", str(tmp_path / "absent")], "no checkpoint config"),
         (["replay", str(tmp_path / "rl-cli"), "--reward", "dense"], "reward='dense'"),
     ]
     for argv, words in cases:

@@ -236,6 +236,7 @@ def test_coda_eval_prints_json(shipped, tiny_checkpoint, tmp_path, capsys, embed
     assert coda_eval(["--policy", str(tiny_checkpoint), "--suite", str(path), "--json", "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["policy"] == str(tiny_checkpoint) and out["episodes"] == 4 and out["seconds"] > 0
+    assert out["kind"] == "files"
     assert set(out["results"]) == {"instruction"}
     assert set(out["results"]["instruction"]) == {*FAMILY_ORDER, "mean"}
     outcomes = out["outcomes"]["instruction"]
@@ -245,7 +246,7 @@ def test_coda_eval_prints_json(shipped, tiny_checkpoint, tmp_path, capsys, embed
     assert coda_eval(["--policy", str(tiny_checkpoint), "--validation", "--split", "object", "--per-family", "1",
                       "--json", "--no-progress"]) == 0
     validation = json.loads(capsys.readouterr().out)
-    assert validation["suites"]["object"].endswith("validation/object.yaml")
+    assert validation["suites"]["object"].endswith("validation/object.yaml") and validation["kind"] == "validation"
     assert len(validation["outcomes"]["object"]) == 4
     assert not set(validation["outcomes"]["object"]) & {e["id"] for e in _small_suite(shipped, "object", 1).entries}
     assert (
