@@ -558,3 +558,56 @@ def test_on_policy_labels_keep_corrective_demonstrations_beside_the_experts_and_
     replay = run_expert(SimArm(), scene, "state_expert")
     assert replay.success
     np.testing.assert_allclose(first, action_targets(replay.actions, PolicyConfig().max_delta), atol=1e-6)
+
+
+def test_a_rounds_behaviour_cloning_replays_from_its_checkpoint(optioned_loop: Any, tmp_path: Path) -> None:
+    """``coda train replay <run>/checkpoints/r001-bc``: the recorded step gives the same weights, a changed one not.
+
+    The loop records its behaviour-cloning step in the checkpoint (``meta.finetune``); replaying it needs nothing
+    else, also from a copy of the run folder elsewhere (recorded paths are found by the run's layout).
+    """
+    import hashlib
+    import shutil
+
+    from coda_policy.checkpoint import read_config
+
+    def digest(folder: Path) -> str:
+        return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+
+    run_dir = optioned_loop.run_dir
+    folder = run_dir / "checkpoints" / "r001-bc"
+    meta = read_config(folder)["meta"]
+    assert meta["trainer"] == "loop-bc" and meta["parent"] == "r000-sft" and meta["round"] == 1
+    recorded = meta["finetune"]
+    assert recorded["demos"] == [str((run_dir / "demos" / f"r00{r}.npz").resolve()) for r in (0, 1)]
+    assert recorded["steps"] == ROUND_OPTIONS["finetune_steps"] and recorded["batches"] == "uniform"
+
+    def replay(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CODA, "train", "replay", *argv, "--no-progress"], capture_output=True, text=True,
+                              timeout=300)
+
+    done = replay(str(folder), "--output-dir", str(tmp_path / "same"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["version_id"] == "r001-bc" and out["replayed"] == str(folder)
+    assert digest(tmp_path / "same" / "r001-bc") == digest(folder)  # the same bytes: same weights, same version
+
+    copy = tmp_path / "copied-run"
+    shutil.copytree(run_dir / "checkpoints", copy / "checkpoints")
+    shutil.copytree(run_dir / "demos", copy / "demos")
+    done = replay(str(copy / "checkpoints" / "r001-bc"), "--output-dir", str(tmp_path / "balanced"),
+                  "--batches", "stage-balanced", "--steps", "25")
+    assert done.returncode == 0, done.stderr[-3000:]
+    changed = read_config(tmp_path / "balanced" / "r001-bc")["meta"]
+    assert changed["finetune"]["batches"] == "stage-balanced" and changed["finetune"]["steps"] == 25
+    assert changed["finetune"]["init_from"] == str(copy / "checkpoints" / "r000-sft")
+    assert changed["parent"] == "r000-sft" and digest(tmp_path / "balanced" / "r001-bc") != digest(folder)
+
+    for argv, words in [
+        (["--output-dir", str(run_dir / "checkpoints")], "would overwrite"),
+        (["--output-dir", str(tmp_path), "--batches", "sorted"], "batches='sorted'"),
+        (["--output-dir", str(tmp_path), "--reward", "sparse"], "PPO settings"),
+        (["--output-dir", str(tmp_path), "--lr", "2"], "lr=2.0"),
+    ]:
+        done = replay(str(folder), *argv)
+        assert done.returncode == 2 and words in done.stderr and done.stdout == "", (argv, done.stderr)

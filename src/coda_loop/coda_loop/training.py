@@ -77,13 +77,9 @@ class TrainStep:
                            new_demos=cfg.base_demos_per_family * len(cfg.families), seconds=round(seconds, 1))
 
     def _train_round(self, r: int) -> TrainResult:
-        import torch
-
-        from coda_policy.checkpoint import load_policy, save_checkpoint
-        from coda_policy.data import DemoSet, concat, from_episodes
-        from coda_policy.metrics import MetricsLog
-        from coda_policy.model import CodaPolicy
-        from coda_policy.sft import SFTConfig, fit_bc
+        from coda_policy.checkpoint import load_policy
+        from coda_policy.data import DemoSet, from_episodes
+        from coda_policy.finetune import FinetuneConfig, finetune
 
         cfg = self.config
         start = time.time()
@@ -105,34 +101,24 @@ class TrainStep:
                 new.save(tmp)
                 os.replace(tmp, demo_file)
         files = sorted(p for p in self.demo_dir.glob("r[0-9][0-9][0-9].npz") if int(p.stem[1:]) <= r)
-        sets = [DemoSet.load(p) for p in files]
-        new_demos = sets[-1].num_episodes if files and files[-1] == demo_file else 0
-        train_set, val_set = concat(sets).split(0.1, self._rng(r, 2))
+        counts = [DemoSet.load(p).num_episodes for p in files]
+        new_demos = counts[-1] if files and files[-1] == demo_file else 0
         version = f"r{r:03d}-bc"
-        policy = CodaPolicy(net)
-        torch.set_num_threads(cfg.torch_threads)
-        sft = SFTConfig(families=cfg.families, steps=max(cfg.finetune_steps, 1), progress=False,
-                        seed=cfg.seed, output_dir=self.ckpt_root, version_id=version)
+        # Every demonstration so far; the split and the batches are seeded by run seed and round. The step is
+        # recorded in the checkpoint (coda train replay <run>/checkpoints/r00k-bc trains it again).
+        step = FinetuneConfig(
+            init_from=str((self.ckpt_root / parent).resolve()), demos=tuple(str(p.resolve()) for p in files),
+            steps=cfg.finetune_steps, lr=cfg.finetune_lr, warmup_steps=cfg.finetune_warmup,
+            split_seed=(cfg.seed, r, 2), batch_seed=cfg.seed * 1000 + r, families=cfg.families,
+            focus_from_episode=sum(counts[:-1]) if new_demos and cfg.spec.focus_share else None,
+            focus_share=cfg.spec.focus_share if new_demos else 0.0, torch_threads=cfg.torch_threads)
         folder = self.ckpt_root / version
-        log = MetricsLog(folder / "metrics.jsonl")
-        bc_loss = None
-        focus = None
-        if new_demos and cfg.spec.focus_share:  # the latest round's demonstrations: the last episodes of the set
-            first_new = sum(s.num_episodes for s in sets[:-1])
-            focus = torch.from_numpy(np.flatnonzero(train_set.episode >= first_new))
-        if cfg.finetune_steps:
-            _, bc_loss = fit_bc(policy, train_set.tensors(), val_set.tensors(), cfg.finetune_steps, cfg.finetune_lr,
-                                sft, log, torch.Generator().manual_seed(cfg.seed * 1000 + r), f"round {r} bc",
-                                warmup_steps=cfg.finetune_warmup, focus=focus,
-                                focus_share=cfg.spec.focus_share if focus is not None else 0.0)
-        log.close()
-        policy.net.eval()
-        save_checkpoint(folder, policy.net, version, {"trainer": "loop-bc", "round": r, "parent": parent})
+        bc = finetune(step, folder, version, {"round": r, "parent": parent})
+        bc_loss = bc.val_loss
         out = TrainResult(bc_version=version, version=version, new_demos=new_demos,
-                          new_steps=len(sets[-1]) if new_demos else 0,
-                          demo_episodes=sum(s.num_episodes for s in sets), bc_val_loss=bc_loss,
-                          new_demo_steps=len(focus) if focus is not None else None,
-                          focus_share=cfg.spec.focus_share if focus is not None else 0.0)
+                          new_steps=len(DemoSet.load(demo_file)) if new_demos else 0,
+                          demo_episodes=bc.demo_episodes, bc_val_loss=bc_loss, new_demo_steps=bc.focus_rows,
+                          focus_share=cfg.spec.focus_share if bc.focus_rows is not None else 0.0)
         if corrective_file.is_file():
             out.corrective = CorrectiveStats.from_dict(json.loads(corrective_file.read_text()), str(corrective_file),
                                                        strict=False)

@@ -1,10 +1,11 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda train sft|rl|compare|replay``: behaviour cloning, PPO, shaped-vs-sparse PPO, PPO again from a checkpoint.
+"""``coda train sft|rl|compare|replay``: behaviour cloning, PPO, shaped-vs-sparse PPO, a training step again.
 
-``replay`` trains a PPO checkpoint again from its recorded settings (e.g. a loop round's PPO step at another
-budget or with the sparse reward). Each prints one JSON object (the result) on stdout; progress bars go to
-stderr; metrics go to ``<output-dir>/<version>/metrics.jsonl``.
+``replay`` trains a checkpoint again from the settings recorded in it: a loop round's PPO step
+(``<run>/checkpoints/r003-rl``, e.g. at another budget or with the sparse reward) or its behaviour-cloning step
+(``<run>/checkpoints/r003-bc``, e.g. with stage-balanced batches or more steps). Each prints one JSON object (the
+result) on stdout; progress bars go to stderr; metrics go to ``<output-dir>/<version>/metrics.jsonl``.
 """
 
 from __future__ import annotations
@@ -74,14 +75,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--version-id", default="")
             p.add_argument("--no-shaping", action="store_true", help="train on the sparse success reward only")
             p.add_argument("--no-resume", action="store_true", help="start over even if the run folder exists")
-    replay = sub.add_parser("replay", help="train a PPO checkpoint again from its recorded settings")
-    replay.add_argument("checkpoint", type=Path, help="a PPO checkpoint folder (e.g. <run>/checkpoints/r003-rl)")
+    replay = sub.add_parser("replay", help="train a PPO or a loop's behaviour-cloning checkpoint again from its "
+                            "recorded settings")
+    replay.add_argument("checkpoint", type=Path,
+                        help="a PPO checkpoint folder (e.g. <run>/checkpoints/r003-rl) or a loop round's behaviour "
+                        "cloning (<run>/checkpoints/r003-bc)")
     replay.add_argument("--output-dir", type=Path, required=True, help="checkpoint root of the replay")
-    replay.add_argument("--version-id", default="", help="version id of the replay (default: derived from settings)")
-    replay.add_argument("--total-env-steps", type=int, default=None, help="another budget (default: the recorded one)")
-    replay.add_argument("--reward", default="recorded",
-                        help="recorded (as trained), default-program (the family's default program, shaped) or sparse")
+    replay.add_argument("--version-id", default="",
+                        help="version id of the replay (default: PPO: derived from settings; BC: the recorded one)")
     replay.add_argument("--init-from", default="", help="the initial policy's folder if the recorded one moved")
+    replay.add_argument("--total-env-steps", type=int, default=None,
+                        help="PPO: another budget (default: the recorded one)")
+    replay.add_argument("--reward", default="recorded",
+                        help="PPO: recorded (as trained), default-program (the family's default program, shaped) "
+                        "or sparse")
+    replay.add_argument("--steps", type=int, default=None, help="BC: other gradient steps (default: the recorded)")
+    replay.add_argument("--lr", type=float, default=None, help="BC: another peak learning rate")
+    replay.add_argument("--batches", default=None,
+                        help="BC: uniform (the loop's) or stage-balanced (every stage of a family's default program "
+                        "the same share of the family's rows; default: the recorded)")
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -106,6 +118,44 @@ def _jsonable(result: Any) -> dict[str, Any]:
     return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result).items()}
 
 
+def _is_finetune(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` was written by a loop round's behaviour cloning (else it is replayed as PPO)."""
+    from coda_policy.checkpoint import read_config
+    from coda_policy.finetune import FINETUNE_TRAINER
+
+    try:
+        return (read_config(checkpoint).get("meta") or {}).get("trainer") == FINETUNE_TRAINER
+    except ValueError:
+        return False  # the PPO path names what is wrong with it
+
+
+def _replay_finetune(args: argparse.Namespace) -> int:
+    """``coda train replay`` of a behaviour-cloning checkpoint; exits 2 naming bad input."""
+    from coda_policy.checkpoint import read_config
+    from coda_policy.finetune import finetune, replay_finetune_config
+
+    if args.total_env_steps is not None or args.reward != "recorded":
+        print("coda train replay: --total-env-steps and --reward are PPO settings; "
+              f"{args.checkpoint} is a behaviour-cloning step", file=sys.stderr, flush=True)
+        return 2
+    changes = {k: v for k, v in (("steps", args.steps), ("lr", args.lr), ("batches", args.batches)) if v is not None}
+    try:
+        cfg = replay_finetune_config(args.checkpoint, init_from=args.init_from, progress=not args.no_progress,
+                                     **changes)
+        meta = read_config(args.checkpoint)["meta"]
+        version = args.version_id or read_config(args.checkpoint)["version_id"]
+        folder = args.output_dir / version
+        if folder.resolve() == args.checkpoint.resolve():
+            raise ValueError(f"the replay would overwrite {args.checkpoint}: choose another --output-dir")
+    except ValueError as exc:
+        print(f"coda train replay: {exc}", file=sys.stderr, flush=True)
+        return 2
+    result = finetune(cfg, folder, version, {k: v for k, v in meta.items() if k not in ("trainer", "finetune")})
+    print(json.dumps({"folder": str(result.folder), "version_id": version, "val_loss": result.val_loss,
+                      "demo_episodes": result.demo_episodes, "replayed": str(args.checkpoint), **changes}))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the chosen stage and print its result as JSON."""
     if args.stage == "sft":
@@ -118,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
                         progress=not args.no_progress)
         print(json.dumps(_jsonable(train_sft(cfg))))
         return 0
+    if args.stage == "replay" and _is_finetune(args.checkpoint):
+        return _replay_finetune(args)
     from coda_policy.rl import replay_config, train_rl
 
     if args.stage == "replay":

@@ -186,12 +186,14 @@ def fit_bc(
     warmup_steps: int = 0,
     focus: torch.Tensor | None = None,
     focus_share: float = 0.0,
+    weights: torch.Tensor | None = None,
 ) -> tuple[float, float]:
     """Run ``steps`` behaviour-cloning updates on ``train`` (AdamW, cosine decay to 5% of ``lr``).
 
     ``focus`` (row indices into ``train``) with ``focus_share`` > 0: that share of every batch is drawn from those
     rows, the rest from all of ``train`` (so data that would be a small part of a uniform batch, such as the
-    latest round's demonstrations, is not diluted by the rest).
+    latest round's demonstrations, is not diluted by the rest). ``weights`` (one per row of ``train``, >= 0): the
+    rest of the batch is drawn with these probabilities (up to normalisation) instead of uniformly.
 
     ``warmup_steps`` > 0 ramps the rate linearly from 0 to ``lr`` first (continuing a trained network with a fresh
     optimizer: Adam's first updates have full size whatever the gradient, which knocks a converged policy off).
@@ -216,10 +218,15 @@ def fit_bc(
     n = len(train["obs"])
     if not 0.0 <= focus_share < 1.0:
         raise ValueError(f"focus_share={focus_share} must be in [0, 1)")
+    if weights is not None and (len(weights) != n or bool((weights < 0).any()) or not float(weights.sum()) > 0):
+        raise ValueError(f"weights must be {n} non-negative numbers, not all 0")
     batch = min(cfg.batch_size, n)
     n_focus = round(batch * focus_share) if focus is not None and len(focus) else 0
     for step in bar:
-        idx = torch.randint(0, n, (batch - n_focus,), generator=gen)
+        if weights is None:
+            idx = torch.randint(0, n, (batch - n_focus,), generator=gen)
+        else:
+            idx = torch.multinomial(weights, batch - n_focus, replacement=True, generator=gen)
         if n_focus:
             pick = torch.randint(0, len(focus), (n_focus,), generator=gen)  # type: ignore[arg-type]
             idx = torch.cat([idx, focus[pick]])  # type: ignore[index]

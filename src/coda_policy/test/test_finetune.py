@@ -1,0 +1,87 @@
+# Copyright 2026 The CoDA for ROS 2 Authors
+# SPDX-License-Identifier: Apache-2.0
+"""A recorded behaviour-cloning step (``coda_policy.finetune``): trained, recorded, replayed, changed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from coda_engine.sim.layout import LAYOUT
+from coda_policy.checkpoint import load_policy, read_config, save_checkpoint
+from coda_policy.finetune import FinetuneConfig, finetune, replay_finetune_config, stage_balanced_weights
+from coda_policy.model import CodaPolicyNet
+
+
+def test_stage_balanced_weights_give_each_stage_of_a_family_the_same_share() -> None:
+    family = np.array([0, 0, 0, 0, 1, 1])
+    stage = np.array([0, 0, 0, 1, 2, 2])
+    w = stage_balanced_weights(family, stage)
+    # family 0: stage 0 (3 rows) and stage 1 (1 row) half each of its 4 rows' mass; family 1 keeps its 2 rows
+    np.testing.assert_allclose(w, [2 / 3, 2 / 3, 2 / 3, 2.0, 1.0, 1.0])
+    assert w[family == 0].sum() == pytest.approx(4) and w[family == 1].sum() == pytest.approx(2)
+
+
+@pytest.fixture
+def recorded_step(tmp_path: Path, small_demos, tiny_policy_config) -> tuple[FinetuneConfig, Path]:
+    """Write a 12-step fine-tune of an untrained tiny policy on two demonstration files as ``step``."""
+    save_checkpoint(tmp_path / "parent", CodaPolicyNet(tiny_policy_config), "parent")
+    first = small_demos.subset(np.unique(small_demos.episode)[::2])
+    first.save(tmp_path / "r000.npz")
+    small_demos.save(tmp_path / "r001.npz")
+    cfg = FinetuneConfig(init_from=str(tmp_path / "parent"), demos=(str(tmp_path / "r000.npz"),
+                         str(tmp_path / "r001.npz")), steps=12, lr=1e-3, warmup_steps=3, split_seed=(5, 1, 2),
+                         batch_seed=5001, families=("reach", "push"), batch_size=32, eval_every=6,
+                         focus_from_episode=first.num_episodes, focus_share=0.25, torch_threads=1)
+    finetune(cfg, tmp_path / "step", "step", {"round": 1})
+    return cfg, tmp_path / "step"
+
+
+def _tensors(folder: Path) -> dict[str, torch.Tensor]:
+    return load_policy(folder)[0].state_dict()
+
+
+def test_a_recorded_step_replays_to_the_same_weights_and_changes_one_thing_at_a_time(recorded_step, tmp_path):
+    cfg, folder = recorded_step
+    meta = read_config(folder)["meta"]
+    assert meta["trainer"] == "loop-bc" and meta["round"] == 1 and meta["finetune"] == cfg.to_dict()
+    again = replay_finetune_config(folder)
+    assert again == cfg
+    finetune(again, tmp_path / "again", "step")
+    first, second = _tensors(folder), _tensors(tmp_path / "again")
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    changed = replay_finetune_config(folder, batches="stage-balanced")
+    assert changed.batches == "stage-balanced" and changed.steps == cfg.steps
+    finetune(changed, tmp_path / "balanced", "step")
+    balanced = _tensors(tmp_path / "balanced")
+    assert not all(torch.equal(first[k], balanced[k]) for k in first)
+    # (they differ because the data holds several stages per family, whose shares the balancing changes)
+    from coda_policy.data import DemoSet
+
+    stages = np.rint(DemoSet.load(tmp_path / "r001.npz").obs[:, LAYOUT["stage_index"][0]])
+    assert len(np.unique(stages)) > 1
+
+
+def test_replay_names_what_is_missing_or_wrong(recorded_step, tmp_path):
+    cfg, folder = recorded_step
+    with pytest.raises(ValueError, match="no such setting to change: epochs"):
+        replay_finetune_config(folder, epochs=3)
+    with pytest.raises(ValueError, match="batches='sorted'"):
+        replay_finetune_config(folder, batches="sorted")
+    with pytest.raises(ValueError, match="is not a checkpoint folder"):
+        replay_finetune_config(folder, init_from=str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="records no behaviour-cloning step"):
+        replay_finetune_config(tmp_path / "parent")
+    shutil.move(tmp_path / "parent", tmp_path / "moved")
+    with pytest.raises(ValueError, match=r"initial policy .* is gone"):
+        replay_finetune_config(folder)
+    assert replay_finetune_config(folder, init_from=str(tmp_path / "moved")).init_from == str(tmp_path / "moved")
+    (tmp_path / "r001.npz").unlink()
+    with pytest.raises(ValueError, match=r"r001\.npz of .* is gone"):
+        replay_finetune_config(folder, init_from=str(tmp_path / "moved"))
+    with pytest.raises(ValueError, match=r"FinetuneConfig\.steps=-1"):
+        FinetuneConfig(**{**cfg.to_dict(), "steps": -1})
