@@ -28,17 +28,19 @@ def test_stage_balanced_weights_give_each_stage_of_a_family_the_same_share() -> 
 
 @pytest.fixture
 def recorded_step(tmp_path: Path, small_demos, tiny_policy_config) -> tuple[FinetuneConfig, Path]:
-    """Write a 12-step fine-tune of an untrained tiny policy on two demonstration files as ``step``."""
-    save_checkpoint(tmp_path / "parent", CodaPolicyNet(tiny_policy_config), "parent")
+    """Write a 12-step fine-tune of an untrained tiny policy on two demonstration files, laid out as a loop run's."""
+    ckpts, demos = tmp_path / "run" / "checkpoints", tmp_path / "run" / "demos"
+    save_checkpoint(ckpts / "parent", CodaPolicyNet(tiny_policy_config), "parent")
+    demos.mkdir()
     first = small_demos.subset(np.unique(small_demos.episode)[::2])
-    first.save(tmp_path / "r000.npz")
-    small_demos.save(tmp_path / "r001.npz")
-    cfg = FinetuneConfig(init_from=str(tmp_path / "parent"), demos=(str(tmp_path / "r000.npz"),
-                         str(tmp_path / "r001.npz")), steps=12, lr=1e-3, warmup_steps=3, split_seed=(5, 1, 2),
+    first.save(demos / "r000.npz")
+    small_demos.save(demos / "r001.npz")
+    cfg = FinetuneConfig(init_from=str(ckpts / "parent"), demos=(str(demos / "r000.npz"),
+                         str(demos / "r001.npz")), steps=12, lr=1e-3, warmup_steps=3, split_seed=(5, 1, 2),
                          batch_seed=5001, families=("reach", "push"), batch_size=32, eval_every=6,
                          focus_from_episode=first.num_episodes, focus_share=0.25, torch_threads=1)
-    finetune(cfg, tmp_path / "step", "step", {"round": 1})
-    return cfg, tmp_path / "step"
+    finetune(cfg, ckpts / "step", "step", {"round": 1})
+    return cfg, ckpts / "step"
 
 
 def _tensors(folder: Path) -> dict[str, torch.Tensor]:
@@ -62,7 +64,7 @@ def test_a_recorded_step_replays_to_the_same_weights_and_changes_one_thing_at_a_
     # (they differ because the data holds several stages per family, whose shares the balancing changes)
     from coda_policy.data import DemoSet
 
-    stages = np.rint(DemoSet.load(tmp_path / "r001.npz").obs[:, LAYOUT["stage_index"][0]])
+    stages = np.rint(DemoSet.load(cfg.demos[1]).obs[:, LAYOUT["stage_index"][0]])
     assert len(np.unique(stages)) > 1
 
 
@@ -75,12 +77,18 @@ def test_replay_names_what_is_missing_or_wrong(recorded_step, tmp_path):
     with pytest.raises(ValueError, match="is not a checkpoint folder"):
         replay_finetune_config(folder, init_from=str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="records no behaviour-cloning step"):
-        replay_finetune_config(tmp_path / "parent")
-    shutil.move(tmp_path / "parent", tmp_path / "moved")
+        replay_finetune_config(folder.parent / "parent")
+    # a run folder moved whole: the recorded paths are gone, the same files are found by the run's layout
+    shutil.move(tmp_path / "run", tmp_path / "elsewhere")
+    folder = tmp_path / "elsewhere" / "checkpoints" / "step"
+    moved = replay_finetune_config(folder)
+    assert moved.init_from == str(folder.parent / "parent")
+    assert moved.demos == tuple(str(tmp_path / "elsewhere" / "demos" / f"r00{r}.npz") for r in (0, 1))
+    shutil.move(folder.parent / "parent", tmp_path / "moved")
     with pytest.raises(ValueError, match=r"initial policy .* is gone"):
         replay_finetune_config(folder)
     assert replay_finetune_config(folder, init_from=str(tmp_path / "moved")).init_from == str(tmp_path / "moved")
-    (tmp_path / "r001.npz").unlink()
+    (tmp_path / "elsewhere" / "demos" / "r001.npz").unlink()
     with pytest.raises(ValueError, match=r"r001\.npz of .* is gone"):
         replay_finetune_config(folder, init_from=str(tmp_path / "moved"))
     with pytest.raises(ValueError, match=r"FinetuneConfig\.steps=-1"):
