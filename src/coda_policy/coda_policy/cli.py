@@ -142,8 +142,8 @@ def _replay_finetune(args: argparse.Namespace) -> int:
     try:
         cfg = replay_finetune_config(args.checkpoint, init_from=args.init_from, progress=not args.no_progress,
                                      **changes)
-        meta = read_config(args.checkpoint)["meta"]
-        version = args.version_id or read_config(args.checkpoint)["version_id"]
+        recorded = read_config(args.checkpoint)
+        meta, version = recorded["meta"], args.version_id or recorded["version_id"]
         folder = args.output_dir / version
         if folder.resolve() == args.checkpoint.resolve():
             raise ValueError(f"the replay would overwrite {args.checkpoint}: choose another --output-dir")
