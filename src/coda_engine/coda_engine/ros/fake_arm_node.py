@@ -175,6 +175,9 @@ class FakeArmNode(Node):
         self.q_low, self.q_high = ranges[:, 0], ranges[:, 1]
         self.sim_time = 0.0
         self.wall_start = time.monotonic()
+        # (wall clock since the start, simulated, skipped) seconds after the last physics advance, set as one
+        # tuple so ~/faults reports the three from the same instant: simulated plus skipped time tracks the wall
+        self.clock = (0.0, 0.0, 0.0)
         self.next_perception = self.next_camera = self.wall_start
 
         self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
@@ -258,7 +261,8 @@ class FakeArmNode(Node):
 
     def _advance(self, now: float) -> None:
         """Step the physics up to the wall clock ``now`` (whole chunks; a gap above MAX_CATCH_UP_S is skipped)."""
-        behind = (now - self.wall_start) - self.sim_time
+        wall_time = now - self.wall_start
+        behind = wall_time - self.sim_time
         if behind > MAX_CATCH_UP_S:
             skip = behind - 1.0 / self.state_rate
             self.sim_time += skip
@@ -270,6 +274,7 @@ class FakeArmNode(Node):
         for _ in range(chunks):
             self.arm.step_joint_targets(q, gripper)
         self.sim_time += chunks / CHUNK_HZ
+        self.clock = (wall_time, self.sim_time, self.skipped_s)
 
     def _tick(self) -> None:
         """Advance the physics to now; publish the joint state, and the objects and a camera frame when due."""
@@ -328,8 +333,8 @@ class FakeArmNode(Node):
             "robot_id": self.robot_id,
             "faults": self.faults.config.to_dict(),
             "counters": self.faults.snapshot(),
-            "sim_time_s": round(self.sim_time, 3),
-            "skipped_s": round(self.skipped_s, 3),
+            **{key: round(value, 3) for key, value in zip(("wall_time_s", "sim_time_s", "skipped_s"), self.clock,
+                                                            strict=True)},
         }
         self.faults_pub.publish(String(data=json.dumps(status, sort_keys=True)))
 
