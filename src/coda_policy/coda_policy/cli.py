@@ -173,6 +173,10 @@ def run(args: argparse.Namespace) -> int:
     from coda_policy.rl import replay_config, train_rl
 
     if args.stage == "replay":
+        if args.steps is not None or args.lr is not None or args.batches is not None:
+            print("coda train replay: --steps, --lr and --batches are behaviour-cloning settings; "
+                  f"{args.checkpoint} is replayed as PPO", file=sys.stderr, flush=True)
+            return 2
         try:
             cfg = replay_config(args.checkpoint, args.output_dir, version_id=args.version_id,
                                 total_env_steps=args.total_env_steps, reward=args.reward, init_from=args.init_from,

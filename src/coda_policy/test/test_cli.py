@@ -63,6 +63,7 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
         (["replay", str(tmp_path / "rl-cli"), "--init-from", str(moved), "--total-env-steps", "0"], "total_env_steps"),
         (["replay", str(tmp_path / "absent")], "no checkpoint config"),
         (["replay", str(tmp_path / "rl-cli"), "--reward", "dense"], "reward='dense'"),
+        (["replay", str(tmp_path / "rl-cli"), "--batches", "stage-balanced"], "behaviour-cloning settings"),
     ]
     for argv, words in cases:
         assert main([*argv, "--output-dir", str(tmp_path), "--no-progress"]) == 2, argv
