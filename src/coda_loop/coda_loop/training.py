@@ -101,7 +101,8 @@ class TrainStep:
                 new.save(tmp)
                 os.replace(tmp, demo_file)
         files = sorted(p for p in self.demo_dir.glob("r[0-9][0-9][0-9].npz") if int(p.stem[1:]) <= r)
-        counts = [DemoSet.load(p).num_episodes for p in files]
+        sets = [DemoSet.load(p) for p in files]
+        counts = [s.num_episodes for s in sets]
         new_demos = counts[-1] if files and files[-1] == demo_file else 0
         version = f"r{r:03d}-bc"
         # Every demonstration so far; the split and the batches are seeded by run seed and round. The step is
@@ -113,10 +114,10 @@ class TrainStep:
             focus_from_episode=sum(counts[:-1]) if new_demos and cfg.spec.focus_share else None,
             focus_share=cfg.spec.focus_share if new_demos else 0.0, torch_threads=cfg.torch_threads)
         folder = self.ckpt_root / version
-        bc = finetune(step, folder, version, {"round": r, "parent": parent})
+        bc = finetune(step, folder, version, {"round": r, "parent": parent}, sets)
         bc_loss = bc.val_loss
         out = TrainResult(bc_version=version, version=version, new_demos=new_demos,
-                          new_steps=len(DemoSet.load(demo_file)) if new_demos else 0,
+                          new_steps=len(sets[-1]) if new_demos else 0,
                           demo_episodes=bc.demo_episodes, bc_val_loss=bc_loss, new_demo_steps=bc.focus_rows,
                           focus_share=cfg.spec.focus_share if bc.focus_rows is not None else 0.0)
         if corrective_file.is_file():

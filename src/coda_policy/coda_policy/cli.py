@@ -118,20 +118,20 @@ def _jsonable(result: Any) -> dict[str, Any]:
     return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result).items()}
 
 
-def _is_finetune(checkpoint: Path) -> bool:
-    """Whether ``checkpoint`` was written by a loop round's behaviour cloning (else it is replayed as PPO)."""
+def _finetune_record(checkpoint: Path) -> dict[str, Any] | None:
+    """Return the config.json of a checkpoint a loop round's behaviour cloning wrote (None: replayed as PPO)."""
     from coda_policy.checkpoint import read_config
     from coda_policy.finetune import FINETUNE_TRAINER
 
     try:
-        return (read_config(checkpoint).get("meta") or {}).get("trainer") == FINETUNE_TRAINER
+        config = read_config(checkpoint)
     except ValueError:
-        return False  # the PPO path names what is wrong with it
+        return None  # the PPO path names what is wrong with it
+    return config if (config.get("meta") or {}).get("trainer") == FINETUNE_TRAINER else None
 
 
-def _replay_finetune(args: argparse.Namespace) -> int:
-    """``coda train replay`` of a behaviour-cloning checkpoint; exits 2 naming bad input."""
-    from coda_policy.checkpoint import read_config
+def _replay_finetune(args: argparse.Namespace, recorded: dict[str, Any]) -> int:
+    """Replay a behaviour-cloning checkpoint (its parsed config.json: ``recorded``); exit 2 naming bad input."""
     from coda_policy.finetune import finetune, replay_finetune_config
 
     if args.total_env_steps is not None or args.reward != "recorded":
@@ -139,14 +139,13 @@ def _replay_finetune(args: argparse.Namespace) -> int:
               f"{args.checkpoint} is a behaviour-cloning step", file=sys.stderr, flush=True)
         return 2
     changes = {k: v for k, v in (("steps", args.steps), ("lr", args.lr), ("batches", args.batches)) if v is not None}
+    meta, version = recorded["meta"], args.version_id or recorded["version_id"]
+    folder = args.output_dir / version
     try:
-        cfg = replay_finetune_config(args.checkpoint, init_from=args.init_from, progress=not args.no_progress,
-                                     **changes)
-        recorded = read_config(args.checkpoint)
-        meta, version = recorded["meta"], args.version_id or recorded["version_id"]
-        folder = args.output_dir / version
         if folder.resolve() == args.checkpoint.resolve():
             raise ValueError(f"the replay would overwrite {args.checkpoint}: choose another --output-dir")
+        cfg = replay_finetune_config(args.checkpoint, init_from=args.init_from, progress=not args.no_progress,
+                                     **changes)
     except ValueError as exc:
         print(f"coda train replay: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -168,8 +167,9 @@ def run(args: argparse.Namespace) -> int:
                         progress=not args.no_progress)
         print(json.dumps(_jsonable(train_sft(cfg))))
         return 0
-    if args.stage == "replay" and _is_finetune(args.checkpoint):
-        return _replay_finetune(args)
+    recorded = _finetune_record(args.checkpoint) if args.stage == "replay" else None
+    if recorded is not None:
+        return _replay_finetune(args, recorded)
     from coda_policy.rl import replay_config, train_rl
 
     if args.stage == "replay":

@@ -137,18 +137,21 @@ def stage_balanced_weights(family: np.ndarray, stage: np.ndarray) -> np.ndarray:
     return weights
 
 
-def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dict[str, Any] | None = None
-             ) -> FinetuneResult:
+def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dict[str, Any] | None = None,
+             sets: list[DemoSet] | None = None) -> FinetuneResult:
     """Fine-tune ``cfg.init_from`` on ``cfg.demos`` and save the checkpoint ``folder`` (``version_id``).
 
     ``meta`` goes into the checkpoint's ``config.json`` together with ``finetune`` (``cfg.to_dict()``), so
     :func:`replay_finetune_config` can train the same step again. Metrics go to ``folder / metrics.jsonl``.
+    ``sets``: the files of ``cfg.demos`` already loaded, in order (a caller that read them need not read them twice).
     """
     from coda_engine.sim.layout import LAYOUT
 
     folder = Path(folder)
+    if sets is not None and len(sets) != len(cfg.demos):
+        raise ValueError(f"finetune: {len(sets)} loaded sets for {len(cfg.demos)} demonstration files")
     net, _ = load_policy(cfg.init_from)
-    data = concat([DemoSet.load(p) for p in cfg.demos])
+    data = concat(sets if sets is not None else [DemoSet.load(p) for p in cfg.demos])
     train, val = data.split(cfg.val_fraction, np.random.default_rng(list(cfg.split_seed)))
     focus = None
     if cfg.focus_from_episode is not None and cfg.focus_share:
