@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from coda_engine.sim.families import get_family
 from coda_loop.config import LoopConfig, load_config, run_config
 from coda_loop.rounds import ROUND0_STEPS, ROUND_STEPS
 from coda_loop.step_results import (
@@ -89,6 +90,10 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         LoopConfig(finetune_lr=0.0)
     with pytest.raises(ValueError, match="demonstrator='oracle' must be one of"):
         LoopConfig(demonstrator="oracle")
+    with pytest.raises(ValueError, match=r"bc_potential_weight=1\.0 needs a method with Text2potential"):
+        LoopConfig(method="open_loop", bc_potential_weight=1.0)
+    with pytest.raises(ValueError, match=r"bc_potential_weight=-1.0 must be in \[0, 100\]"):
+        LoopConfig(bc_potential_weight=-1.0)
     with pytest.raises(ValueError, match=r"corrective_skip_families=\('shove',\) must be a subset of"):
         LoopConfig(corrective_skip_families=["shove"])
     skip = LoopConfig(corrective_skip_families=[])
@@ -455,9 +460,10 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
 
 ROUND_OPTIONS = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0,
                  "corrective_relabel": 1000, "corrective_beside_start": True, "relabel_successes": True,
-                 "demonstrator": "state_expert", "corrective_skip_families": []}
-"""A coda round with the BC gate, on-policy labels and the state expert demonstrating (what the tests below read);
-push scenes only, so corrective push demonstrations are switched back on (the default skips push)."""
+                 "demonstrator": "state_expert", "corrective_skip_families": [], "bc_potential_weight": 1.0}
+"""A coda round with the BC gate, on-policy labels, the state expert demonstrating and cloning weighted by the round's
+potentials (what the tests below read); push scenes only, so corrective push demonstrations are switched back on
+(the default skips push)."""
 
 
 @pytest.fixture(scope="module")
@@ -579,7 +585,11 @@ def test_a_rounds_behaviour_cloning_replays_from_its_checkpoint(optioned_loop: A
     assert meta["trainer"] == "loop-bc" and meta["parent"] == "r000-sft" and meta["round"] == 1
     recorded = meta["finetune"]
     assert recorded["demos"] == [str((run_dir / "demos" / f"r00{r}.npz").resolve()) for r in (0, 1)]
-    assert recorded["steps"] == ROUND_OPTIONS["finetune_steps"] and recorded["batches"] == "uniform"
+    assert recorded["steps"] == ROUND_OPTIONS["finetune_steps"] and recorded["batches"] == "potential-gain"
+    # the round's Text2potential program of its family, as the store holds it, weighted the rows
+    planned = optioned_loop.output(1, ProgramsResult).potentials
+    program = optioned_loop.store.get("potential_program", planned["push"]).payload["source"]
+    assert recorded["programs"] == {"push": program} and recorded["potential_weight"] == 1.0
 
     def replay(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*CODA, "train", "replay", *argv, "--no-progress"], capture_output=True, text=True,
@@ -597,12 +607,25 @@ def test_a_rounds_behaviour_cloning_replays_from_its_checkpoint(optioned_loop: A
     changed = read_config(tmp_path / "balanced" / "r001-bc")["meta"]
     assert changed["finetune"] == {**recorded, "batches": "stage-balanced", "steps": 25}
     assert changed["parent"] == "r000-sft" and digest(tmp_path / "balanced" / "r001-bc") != digest(folder)
+    # another program and strength from the command line (what an older step, with none recorded, needs)
+    programs = tmp_path / "programs.json"
+    programs.write_text(json.dumps({"push": get_family("push").program}))
+    done = replay(str(folder), "--output-dir", str(tmp_path / "default"), "--programs", str(programs),
+                  "--potential-weight", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    changed = read_config(tmp_path / "default" / "r001-bc")["meta"]
+    assert changed["finetune"] == {**recorded, "programs": {"push": get_family("push").program},
+                                   "potential_weight": 3.0}
+    assert digest(tmp_path / "default" / "r001-bc") != digest(folder)
+    programs.write_text('["push"]')
 
     for argv, words in [
         (["--output-dir", str(run_dir / "checkpoints")], "would overwrite"),
         (["--output-dir", str(tmp_path), "--batches", "sorted"], "batches='sorted'"),
         (["--output-dir", str(tmp_path), "--reward", "sparse"], "PPO settings"),
         (["--output-dir", str(tmp_path), "--lr", "2"], "lr=2.0"),
+        (["--output-dir", str(tmp_path), "--programs", str(programs)], "mapping family to program source"),
+        (["--output-dir", str(tmp_path), "--potential-weight", "-1"], "potential_weight=-1.0"),
     ]:
         done = replay(str(folder), *argv)
         assert done.returncode == 2 and words in done.stderr and done.stdout == "", (argv, done.stderr)

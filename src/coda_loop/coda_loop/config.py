@@ -133,6 +133,12 @@ class LoopConfig:
     held-out suites: 1e-3 with warm-up gave OOD .372, 5e-4 without .295, 2.5e-4 with .245; the SFT policy .245)."""
     finetune_warmup: int = 100
     """Steps over which each round's behaviour-cloning rate ramps up from 0 (its optimizer starts fresh)."""
+    bc_potential_weight: float = 0.0
+    """Methods with Text2potential: each round's behaviour cloning draws its rows in proportion to ``1 + w *
+    gain / mean gain``, gain the step's rise in the round's staged potential of its family
+    (``coda_policy.finetune``'s ``potential-gain`` batches), so the diagnoses' potentials also weight the cloning
+    that carries most of the learning. 0: uniform rows (the measured tables). Screened on two development seeds'
+    recorded steps, level within its interval (``docs/results.md``)."""
     bc_gate_episodes: int = 0
     """Episodes per family of the BC gate: a round's behaviour-cloning update replaces the policy only if its mean
     success over families on new ``id`` scenes (the same scenes for both) is at most ``bc_gate_tolerance`` below the
@@ -250,6 +256,11 @@ class LoopConfig:
                 errors.append(f"{name}={getattr(self, name)} must be >= 0")
         if not 0.0 < self.critic_lr < 1.0:
             errors.append(f"critic_lr={self.critic_lr} must be in (0, 1)")
+        if not 0.0 <= self.bc_potential_weight <= 100.0:
+            errors.append(f"bc_potential_weight={self.bc_potential_weight} must be in [0, 100]")
+        if self.bc_potential_weight and self.method in METHOD_SPECS and not METHOD_SPECS[self.method].potentials:
+            errors.append(f"bc_potential_weight={self.bc_potential_weight} needs a method with Text2potential, "
+                          f"not {self.method!r}")
         if not 0.0 <= self.bc_gate_tolerance <= 1.0:
             errors.append(f"bc_gate_tolerance={self.bc_gate_tolerance} must be in [0, 1]")
         if not 0.0 < self.finetune_lr < 1.0:

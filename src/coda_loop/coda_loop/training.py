@@ -105,6 +105,9 @@ class TrainStep:
         counts = [s.num_episodes for s in sets]
         new_demos = counts[-1] if files and files[-1] == demo_file else 0
         version = f"r{r:03d}-bc"
+        # The round's Text2potential programs go into the step's record (a replay with potential-gain batches reads
+        # them), and weight its rows with bc_potential_weight.
+        programs = self._round_programs(r) if cfg.uses_potentials else {}
         # Every demonstration so far; the split and the batches are seeded by run seed and round. The step is
         # recorded in the checkpoint (coda train replay <run>/checkpoints/r00k-bc trains it again).
         step = FinetuneConfig(
@@ -112,7 +115,9 @@ class TrainStep:
             steps=cfg.finetune_steps, lr=cfg.finetune_lr, warmup_steps=cfg.finetune_warmup,
             split_seed=(cfg.seed, r, 2), batch_seed=cfg.seed * 1000 + r, families=cfg.families,
             focus_from_episode=sum(counts[:-1]) if new_demos and cfg.spec.focus_share else None,
-            focus_share=cfg.spec.focus_share if new_demos else 0.0, torch_threads=cfg.torch_threads)
+            focus_share=cfg.spec.focus_share if new_demos else 0.0, torch_threads=cfg.torch_threads,
+            batches="potential-gain" if programs and cfg.bc_potential_weight else "uniform", programs=programs,
+            potential_weight=cfg.bc_potential_weight or 1.0)
         folder = self.ckpt_root / version
         bc = finetune(step, folder, version, {"round": r, "parent": parent}, sets)
         bc_loss = bc.val_loss
@@ -244,15 +249,18 @@ class TrainStep:
                       per_family_before=rates[parent], per_family_after=rates[version],
                       episodes_per_family=cfg.bc_gate_episodes)
 
+    def _round_programs(self, r: int) -> dict[str, str]:
+        """Return the source of round ``r``'s staged potential program of each family that has one."""
+        planned = self.output(r, ProgramsResult)
+        return {family: self.store.get("potential_program", program_id).payload["source"]  # type: ignore[union-attr]
+                for family, program_id in sorted(planned.potentials.items())}
+
     def _rl(self, r: int, family: str, init_from: Path) -> RLResult:
         from coda_policy.rl import RLConfig, train_rl
 
         cfg = self.config
-        program = ""
         planned = self.output(r, ProgramsResult)
-        programs = planned.potentials
-        if cfg.uses_potentials and family in programs:
-            program = self.store.get("potential_program", programs[family]).payload["source"]  # type: ignore[union-attr]
+        program = self._round_programs(r).get(family, "") if cfg.uses_potentials else ""
         version = f"r{r:03d}-rl"
         n_envs, n_steps = 8, 32
         rollouts = max(1, -(-cfg.rl_env_steps // (n_envs * n_steps)))

@@ -92,8 +92,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     replay.add_argument("--steps", type=int, default=None, help="BC: other gradient steps (default: the recorded)")
     replay.add_argument("--lr", type=float, default=None, help="BC: another peak learning rate")
     replay.add_argument("--batches", default=None,
-                        help="BC: uniform (the loop's) or stage-balanced (every stage of a family's default program "
-                        "the same share of the family's rows; default: the recorded)")
+                        help="BC: uniform (the loop's), stage-balanced (every stage of a family's default program "
+                        "the same share of the family's rows) or potential-gain (rows drawn by how much they raise "
+                        "their family's staged potential; default: the recorded)")
+    replay.add_argument("--programs", type=Path, default=None,
+                        help="BC, potential-gain: JSON file {family: staged potential program source} (default: the "
+                        "programs the step recorded, a loop round's Text2potential programs)")
+    replay.add_argument("--potential-weight", type=float, default=None,
+                        help="BC, potential-gain: how strongly a step's potential gain raises its share (default: "
+                        "the recorded, 1.0)")
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -130,6 +137,17 @@ def _finetune_record(checkpoint: Path) -> dict[str, Any] | None:
     return config if (config.get("meta") or {}).get("trainer") == FINETUNE_TRAINER else None
 
 
+def _read_programs(path: Path) -> dict[str, str]:
+    """Read ``--programs``: a JSON object mapping family to program source; ValueError naming what is wrong."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--programs {path}: {exc}") from exc
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise ValueError(f"--programs {path} must hold a JSON object mapping family to program source")
+    return data
+
+
 def _replay_finetune(args: argparse.Namespace, recorded: dict[str, Any]) -> int:
     """Replay a behaviour-cloning checkpoint (its parsed config.json: ``recorded``); exit 2 naming bad input."""
     from coda_policy.finetune import finetune, replay_finetune_config
@@ -138,18 +156,23 @@ def _replay_finetune(args: argparse.Namespace, recorded: dict[str, Any]) -> int:
         print("coda train replay: --total-env-steps and --reward are PPO settings; "
               f"{args.checkpoint} is a behaviour-cloning step", file=sys.stderr, flush=True)
         return 2
-    changes = {k: v for k, v in (("steps", args.steps), ("lr", args.lr), ("batches", args.batches)) if v is not None}
+    changes = {k: v for k, v in (("steps", args.steps), ("lr", args.lr), ("batches", args.batches),
+                                 ("potential_weight", args.potential_weight)) if v is not None}
     meta, version = recorded["meta"], args.version_id or recorded["version_id"]
     folder = args.output_dir / version
     try:
         if folder.resolve() == args.checkpoint.resolve():
             raise ValueError(f"the replay would overwrite {args.checkpoint}: choose another --output-dir")
+        if args.programs is not None:
+            changes["programs"] = _read_programs(args.programs)
         cfg = replay_finetune_config(args.checkpoint, init_from=args.init_from, progress=not args.no_progress,
                                      **changes)
     except ValueError as exc:
         print(f"coda train replay: {exc}", file=sys.stderr, flush=True)
         return 2
     result = finetune(cfg, folder, version, {k: v for k, v in meta.items() if k not in ("trainer", "finetune")})
+    if "programs" in changes:
+        changes["programs"] = sorted(changes["programs"])
     print(json.dumps({"folder": str(result.folder), "version_id": version, "val_loss": result.val_loss,
                       "demo_episodes": result.demo_episodes, "replayed": str(args.checkpoint), **changes}))
     return 0
@@ -173,8 +196,9 @@ def run(args: argparse.Namespace) -> int:
     from coda_policy.rl import replay_config, train_rl
 
     if args.stage == "replay":
-        if args.steps is not None or args.lr is not None or args.batches is not None:
-            print("coda train replay: --steps, --lr and --batches are behaviour-cloning settings; "
+        if any(v is not None for v in (args.steps, args.lr, args.batches, args.programs, args.potential_weight)):
+            print("coda train replay: --steps, --lr, --batches, --programs and --potential-weight are "
+                  "behaviour-cloning settings; "
                   f"{args.checkpoint} is replayed as PPO", file=sys.stderr, flush=True)
             return 2
         try:

@@ -14,7 +14,7 @@ Pure module: no rclpy.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from coda_policy.metrics import MetricsLog
 from coda_policy.model import CodaPolicy, CodaPolicyNet
 from coda_policy.sft import SFTConfig, fit_bc
 
-BATCHES = ("uniform", "stage-balanced")
+BATCHES = ("uniform", "stage-balanced", "potential-gain")
 """How :func:`finetune` draws its minibatches (see :attr:`FinetuneConfig.batches`)."""
 FINETUNE_TRAINER = "loop-bc"
 """``meta.trainer`` of a checkpoint :func:`finetune` wrote (a loop round's behaviour cloning)."""
@@ -71,7 +71,14 @@ class FinetuneConfig:
     batches: str = "uniform"
     """``uniform``: rows drawn uniformly (the loop's setting). ``stage-balanced``: within each family every stage of
     the family's default program (the observation's stage index) gets the same share of the family's draws; the
-    families keep their shares of the data."""
+    families keep their shares of the data. ``potential-gain``: a row is drawn in proportion to ``1 +
+    potential_weight * gain / mean gain`` of its family, where gain is how much the step raises the potential of
+    the family's program in ``programs`` (:func:`potential_gain_weights`); the families keep their shares."""
+    programs: dict[str, str] = field(default_factory=dict)
+    """Staged potential program source per family for ``potential-gain`` batches (a round's Text2potential
+    programs); a family without one, or whose program names scene objects, uses its default program."""
+    potential_weight: float = 1.0
+    """``potential-gain`` batches: how strongly a step's potential gain raises its share (0: uniform)."""
     torch_threads: int = 2
     """torch intra-op threads (the result can depend on it)."""
     progress: bool = False
@@ -93,6 +100,11 @@ class FinetuneConfig:
             errors.append(f"FinetuneConfig.focus_share={self.focus_share} must be in [0, 1)")
         if self.batches not in BATCHES:
             errors.append(f"FinetuneConfig.batches={self.batches!r} must be one of {BATCHES}")
+        if not 0.0 <= self.potential_weight <= 100.0:
+            errors.append(f"FinetuneConfig.potential_weight={self.potential_weight} must be in [0, 100]")
+        bad = sorted(set(self.programs) - set(self.families))
+        if bad:
+            errors.append(f"FinetuneConfig.programs names families {bad} not in {self.families}")
         if self.torch_threads < 1:
             errors.append(f"FinetuneConfig.torch_threads={self.torch_threads} must be >= 1")
         if errors:
@@ -137,6 +149,62 @@ def stage_balanced_weights(family: np.ndarray, stage: np.ndarray) -> np.ndarray:
     return weights
 
 
+def episode_potential_gains(obs: np.ndarray, episode: np.ndarray, program: Any) -> np.ndarray:
+    """Return each row's potential gain ``phi(next row) - phi(row)`` under a compiled staged ``program``.
+
+    Rows are one or more episodes' steps in time order (``episode`` their episode index); the program's stage
+    starts at 0 on each episode's first row and latches forward as it does in the simulator. The last row of an
+    episode gains 0.
+    """
+    phi = np.zeros(len(obs), dtype=np.float64)
+    starts = np.flatnonzero(np.r_[True, episode[1:] != episode[:-1]])
+    ends = np.r_[starts[1:], len(obs)]
+    states = np.ascontiguousarray(obs, dtype=np.float32)
+    for start, end in zip(starts, ends, strict=True):
+        stage = 0
+        for t in range(start, end):
+            value, stage = program.evaluate(states[t], stage)
+            phi[t] = value
+    gain = np.zeros(len(obs), dtype=np.float64)
+    same = episode[1:] == episode[:-1]
+    gain[:-1] = np.where(same, phi[1:] - phi[:-1], 0.0)
+    return gain
+
+
+def potential_gain_weights(obs: np.ndarray, episode: np.ndarray, family: np.ndarray, families: tuple[str, ...],
+                           programs: dict[str, str], strength: float) -> tuple[np.ndarray, dict[str, str]]:
+    """Return a sampling weight per row that favours steps raising their family's staged potential.
+
+    Within a family the weight is ``1 + strength * max(gain, 0) / mean(max(gain, 0))``, rescaled so the family's
+    weights sum to its number of rows (families keep their shares). ``programs`` maps family to program source;
+    a family without one, or whose program does not compile against the observation layout (it names scene
+    objects), uses its default program. Also returns which program each family used (``round`` or ``default``).
+    """
+    from coda_core_cpp import PotentialError
+    from coda_engine.sim.families import get_family
+    from coda_engine.sim.layout import LAYOUT
+    from coda_engine.sim.stages import compile_program
+
+    weights = np.ones(len(obs), dtype=np.float64)
+    used: dict[str, str] = {}
+    for f in np.unique(family):
+        name = families[int(f)]
+        rows = family == f
+        program, used[name] = None, "default"
+        if programs.get(name):
+            try:
+                program, used[name] = compile_program(programs[name], LAYOUT), "round"
+            except PotentialError:
+                program = None
+        if program is None:
+            program = compile_program(get_family(name).program, LAYOUT)
+        gain = np.maximum(episode_potential_gains(obs[rows], episode[rows], program), 0.0)
+        mean = gain.mean()
+        w = 1.0 + strength * gain / mean if mean > 0 else np.ones(len(gain))
+        weights[rows] = w * rows.sum() / w.sum()
+    return weights, used
+
+
 def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dict[str, Any] | None = None,
              sets: list[DemoSet] | None = None) -> FinetuneResult:
     """Fine-tune ``cfg.init_from`` on ``cfg.demos`` and save the checkpoint ``folder`` (``version_id``).
@@ -160,6 +228,10 @@ def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dic
     if cfg.batches == "stage-balanced":
         stage = np.rint(train.obs[:, LAYOUT["stage_index"][0]]).astype(np.int64)
         weights = torch.from_numpy(stage_balanced_weights(train.family, stage))
+    elif cfg.batches == "potential-gain":
+        row_weights, _ = potential_gain_weights(train.obs, train.episode, train.family, train.families,
+                                                cfg.programs, cfg.potential_weight)
+        weights = torch.from_numpy(row_weights)
     policy = CodaPolicy(net)
     torch.set_num_threads(cfg.torch_threads)
     sft = SFTConfig(families=cfg.families, steps=max(cfg.steps, 1), batch_size=cfg.batch_size,

@@ -11,9 +11,18 @@ import numpy as np
 import pytest
 import torch
 
+from coda_engine.sim.families import get_family
 from coda_engine.sim.layout import LAYOUT
+from coda_engine.sim.stages import compile_program
 from coda_policy.checkpoint import load_policy, read_config, save_checkpoint
-from coda_policy.finetune import FinetuneConfig, finetune, replay_finetune_config, stage_balanced_weights
+from coda_policy.finetune import (
+    FinetuneConfig,
+    episode_potential_gains,
+    finetune,
+    potential_gain_weights,
+    replay_finetune_config,
+    stage_balanced_weights,
+)
 from coda_policy.model import CodaPolicyNet
 
 
@@ -24,6 +33,49 @@ def test_stage_balanced_weights_give_each_stage_of_a_family_the_same_share() -> 
     # family 0: stage 0 (3 rows) and stage 1 (1 row) half each of its 4 rows' mass; family 1 keeps its 2 rows
     np.testing.assert_allclose(w, [2 / 3, 2 / 3, 2 / 3, 2.0, 1.0, 1.0])
     assert w[family == 0].sum() == pytest.approx(4) and w[family == 1].sum() == pytest.approx(2)
+
+
+ONE_STAGE = """stage slide:
+  progress = clip(ee_pos.x, 0, 1)
+  done     = ee_pos.x > 2
+"""
+
+
+def _rows(xs: list[float]) -> np.ndarray:
+    obs = np.zeros((len(xs), LAYOUT["stage_index"][0] + 1), dtype=np.float32)
+    obs[:, LAYOUT["ee_pos"][0]] = xs
+    return obs
+
+
+def test_potential_gains_follow_each_episode_and_stop_at_its_end() -> None:
+    program = compile_program(ONE_STAGE, LAYOUT)
+    obs = _rows([0.1, 0.3, 0.2, 0.6, 0.0, 0.5])
+    episode = np.array([3, 3, 3, 3, 8, 8])
+    gains = episode_potential_gains(obs, episode, program)
+    phi = [program.evaluate(o, 0)[0] for o in obs]
+    # within an episode: the next row's potential minus this row's; the last row of each episode gains nothing
+    np.testing.assert_allclose(gains, [phi[1] - phi[0], phi[2] - phi[1], phi[3] - phi[2], 0.0,
+                                       phi[5] - phi[4], 0.0], atol=1e-6)
+    assert gains[0] > 0 and gains[1] < 0
+
+
+def test_potential_gain_weights_favour_progress_and_keep_family_shares() -> None:
+    obs = _rows([0.1, 0.3, 0.3, 0.6, 0.0, 0.0, 0.5])
+    episode = np.array([0, 0, 0, 0, 1, 1, 1])
+    family = np.array([0, 0, 0, 0, 1, 1, 1])
+    w, used = potential_gain_weights(obs, episode, family, ("reach", "push"), {"reach": ONE_STAGE}, 1.0)
+    assert used == {"reach": "round", "push": "default"}
+    assert w[family == 0].sum() == pytest.approx(4) and w[family == 1].sum() == pytest.approx(3)
+    # reach rows 0 and 2 raise the potential (0.2 and 0.3), row 1 and the episode's last row do not
+    assert w[2] > w[0] > w[1] and w[1] == pytest.approx(w[3])
+    flat, _ = potential_gain_weights(obs, episode, family, ("reach", "push"), {"reach": ONE_STAGE}, 0.0)
+    np.testing.assert_allclose(flat, 1.0)
+    # a program naming scene objects cannot be read from the stored observations: the family's default is used
+    named = ONE_STAGE.replace("ee_pos.x, 0, 1", "dist(ee_pos, red_cube_pos), 0, 1")
+    _, used = potential_gain_weights(obs, episode, family, ("reach", "push"), {"reach": named}, 1.0)
+    assert used["reach"] == "default"
+    default = compile_program(get_family("reach").program, LAYOUT)
+    assert np.any(episode_potential_gains(obs[:4], episode[:4], default) != 0)
 
 
 @pytest.fixture
