@@ -629,3 +629,42 @@ def test_a_rounds_behaviour_cloning_replays_from_its_checkpoint(optioned_loop: A
     ]:
         done = replay(str(folder), *argv)
         assert done.returncode == 2 and words in done.stderr and done.stdout == "", (argv, done.stderr)
+
+
+def test_screen_pairs_a_changed_behaviour_cloning_step_with_the_recorded_one(optioned_loop: Any,
+                                                                              tmp_path: Path) -> None:
+    """``coda screen RUN --steps 25``: the round's step trained again changed, both scored, paired; resumes; errors."""
+    from coda_loop.commands.screen import recorded_steps, round_programs
+    from coda_policy.checkpoint import read_config
+
+    run_dir = optioned_loop.run_dir
+    assert recorded_steps(run_dir) == {1: run_dir / "checkpoints" / "r001-bc"}
+    # the memory holds the programs the step recorded (what a step from before the recording is screened with)
+    recorded = read_config(run_dir / "checkpoints" / "r001-bc")["meta"]["finetune"]
+    assert round_programs(run_dir, 1) == recorded["programs"]
+
+    def screen(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CODA, "screen", str(run_dir), "--output-dir", str(tmp_path / "scr"), *argv],
+                              capture_output=True, text=True, timeout=300)
+
+    options = ["--steps", "25", "--per-family", "1", "--split", "position", "--workers", "1", "--json"]
+    done = screen(*options)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["rounds"] == [1] and out["changes"] == {"steps": 25}
+    arm = tmp_path / "scr" / "arm" / "r001-bc"
+    assert read_config(arm)["meta"]["finetune"]["steps"] == 25 and read_config(arm)["meta"]["parent"] == "r000-sft"
+    for side, policy in (("control", run_dir / "checkpoints" / "r001-bc"), ("arm", arm)):
+        record = json.loads((tmp_path / "scr" / "eval" / f"{side}-1.json").read_text())
+        assert record["kind"] == "validation" and record["policy"] == str(policy)
+        assert len(record["outcomes"]["position"]) == 4  # one entry of each family's validation suite
+    assert out["comparison"] == json.loads((tmp_path / "scr" / "screen.json").read_text())["comparison"]
+    # run again: nothing is trained or scored again, the same comparison
+    stamp = (arm / "model.safetensors").stat().st_mtime_ns
+    again = screen(*options)
+    assert again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1]) == out
+    assert (arm / "model.safetensors").stat().st_mtime_ns == stamp
+    for argv, words in [([], "nothing to screen"), (["--steps", "5", "--rounds", "4"], "round(s) [4]"),
+                        (["--batches", "sorted"], "batches='sorted'"), (["--lr", "1e-3", "--split", "mars"], "'mars'")]:
+        done = screen(*argv)
+        assert done.returncode == 2 and words in done.stderr and done.stdout == "", (argv, done.stderr)

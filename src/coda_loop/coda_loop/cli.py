@@ -27,6 +27,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "experiment": ("coda_loop.commands.experiment", "CoDA against the baselines: coda experiment --preset small"),
     "analyze": ("coda_loop.commands.analyze", "where a run's budget went: coda analyze RUN_DIR ... --json"),
     "compare": ("coda_loop.commands.compare", "a change against its control, paired: coda compare --arm F --control F"),
+    "screen": ("coda_loop.commands.screen",
+               "a change to behaviour cloning on a run's recorded steps, paired: coda screen RUN_DIR --batches X"),
 }
 
 

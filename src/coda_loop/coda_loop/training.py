@@ -251,9 +251,7 @@ class TrainStep:
 
     def _round_programs(self, r: int) -> dict[str, str]:
         """Return the source of round ``r``'s staged potential program of each family that has one."""
-        planned = self.output(r, ProgramsResult)
-        return {family: self.store.get("potential_program", program_id).payload["source"]  # type: ignore[union-attr]
-                for family, program_id in sorted(planned.potentials.items())}
+        return self.store.potential_sources(self.output(r, ProgramsResult).potentials)
 
     def _rl(self, r: int, family: str, init_from: Path) -> RLResult:
         from coda_policy.rl import RLConfig, train_rl

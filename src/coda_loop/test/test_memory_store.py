@@ -563,3 +563,13 @@ def test_a_reader_process_sees_every_write_in_order_while_this_one_writes(store:
     counts = report["counts"]
     assert counts == sorted(counts) and counts[-1] == n
     assert len(set(counts)) > 3, f"the reader never saw the file while it was being written: {set(counts)}"
+
+
+def test_potential_sources_reads_a_rounds_programs_by_family(store: MemoryStore) -> None:
+    for family, program_id in (("reach", "pp-a"), ("push", "pp-b")):
+        store.put_program(1, "potential_program", {"program_id": program_id, "source": f"stage {family}:"},
+                          record_id=program_id)
+    assert store.potential_sources({"push": "pp-b", "reach": "pp-a"}) == {"push": "stage push:",
+                                                                          "reach": "stage reach:"}
+    with pytest.raises(ValueError, match="no potential program 'pp-c' \\(family stack\\)"):
+        store.potential_sources({"stack": "pp-c"})

@@ -137,7 +137,7 @@ def _finetune_record(checkpoint: Path) -> dict[str, Any] | None:
     return config if (config.get("meta") or {}).get("trainer") == FINETUNE_TRAINER else None
 
 
-def _read_programs(path: Path) -> dict[str, str]:
+def read_programs(path: Path) -> dict[str, str]:
     """Read ``--programs``: a JSON object mapping family to program source; ValueError naming what is wrong."""
     try:
         data = json.loads(path.read_text())
@@ -164,7 +164,7 @@ def _replay_finetune(args: argparse.Namespace, recorded: dict[str, Any]) -> int:
         if folder.resolve() == args.checkpoint.resolve():
             raise ValueError(f"the replay would overwrite {args.checkpoint}: choose another --output-dir")
         if args.programs is not None:
-            changes["programs"] = _read_programs(args.programs)
+            changes["programs"] = read_programs(args.programs)
         cfg = replay_finetune_config(args.checkpoint, init_from=args.init_from, progress=not args.no_progress,
                                      **changes)
     except ValueError as exc:

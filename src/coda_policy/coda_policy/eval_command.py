@@ -96,6 +96,26 @@ def results_table(results: dict[str, dict[str, float]]) -> str:
     )
 
 
+def eval_record(policy: Path, suites: list[Any], result: Any, seconds: float, *, kind: str, workers: int,
+                per_family: int) -> dict[str, Any]:
+    """Return the ``--json`` object of an evaluation (``result``: ``evaluate_suites``'s) of ``policy``."""
+    results = {
+        split: {**{f: round(v, 6) for f, v in fam.items()}, "mean": round(result.per_split[split], 6)}
+        for split, fam in result.rates.items()
+    }
+    return {
+        "policy": str(policy),
+        "results": results,
+        "outcomes": result.outcomes(),
+        "kind": kind,
+        "episodes": len(result.episodes),
+        "seconds": round(seconds, 3),
+        "workers": workers,
+        "per_family": per_family,
+        "suites": {s.split: str(s.path) for s in suites},
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print; 2 on a bad checkpoint, suite file or option."""
     from tqdm import tqdm
@@ -129,28 +149,14 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     finally:
         bar.close()
-    results = {
-        split: {**{f: round(v, 6) for f, v in fam.items()}, "mean": round(result.per_split[split], 6)}
-        for split, fam in result.rates.items()
-    }
     seconds = time.perf_counter() - start
+    kind = "files" if args.suite else "validation" if args.validation else "test"
+    record = eval_record(args.policy, suites, result, seconds, kind=kind, workers=args.workers,
+                         per_family=args.per_family)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "policy": str(args.policy),
-                    "results": results,
-                    "outcomes": result.outcomes(),
-                    "kind": "files" if args.suite else "validation" if args.validation else "test",
-                    "episodes": len(result.episodes),
-                    "seconds": round(seconds, 3),
-                    "workers": args.workers,
-                    "per_family": args.per_family,
-                    "suites": {s.split: str(s.path) for s in suites},
-                }
-            )
-        )
+        print(json.dumps(record))
         return 0
+    results = record["results"]
     print(
         f"policy {args.policy}: {len(result.episodes)} episodes in {seconds:.1f} s "
         f"({args.workers} worker{'s' if args.workers > 1 else ''})"

@@ -68,6 +68,20 @@ class ProgramRecords(DiagnosisRecords):
 
         return self._put([RecordItem(kind, record_id, round, {**program, "diagnosis_ids": links}, insert)])[0]
 
+    def potential_sources(self, potentials: Mapping[str, str]) -> dict[str, str]:
+        """Return the source of each stored potential program of ``potentials`` (family -> program id), by family.
+
+        ``potentials`` is a programs step's ``ProgramsResult.potentials``; ValueError names a program id the memory
+        does not hold.
+        """
+        sources = {}
+        for family, program_id in sorted(potentials.items()):
+            record = self.get("potential_program", program_id)
+            if record is None:
+                raise ValueError(f"the memory holds no potential program {program_id!r} (family {family})")
+            sources[family] = str(record.payload["source"])
+        return sources
+
     def generation_effect(self, diagnosis_id: str) -> dict:
         """Tell what was generated for a diagnosis and whether success on its conditions rose afterwards.
 
