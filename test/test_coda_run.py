@@ -664,6 +664,11 @@ def test_screen_pairs_a_changed_behaviour_cloning_step_with_the_recorded_one(opt
     again = screen(*options)
     assert again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1]) == out
     assert (arm / "model.safetensors").stat().st_mtime_ns == stamp
+    # another change or other splits into the same folder would mix two screens: refused
+    other = screen("--steps", "30", "--per-family", "1", "--split", "position", "--workers", "1")
+    assert other.returncode == 2 and "trained with another change" in other.stderr
+    other = screen("--steps", "25", "--per-family", "2", "--split", "position", "--workers", "1")
+    assert other.returncode == 2 and "scored other splits or entries" in other.stderr
     for argv, words in [([], "nothing to screen"), (["--steps", "5", "--rounds", "4"], "round(s) [4]"),
                         (["--batches", "sorted"], "batches='sorted'"), (["--lr", "1e-3", "--split", "mars"], "'mars'")]:
         done = screen(*argv)

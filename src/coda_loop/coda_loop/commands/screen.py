@@ -95,6 +95,24 @@ def _evaluate(policy: Path, splits: list[str], per_family: int, workers: int, pa
                                   workers=workers, per_family=per_family))
 
 
+def _stale(out: Path, rounds: list[int], steps: dict[int, Path], configs: dict[int, Any], splits: list[str],
+           per_family: int) -> str:
+    """Name what an earlier screen in ``out`` did differently (empty: nothing, its files can be kept)."""
+    from coda_policy.checkpoint import read_config
+
+    for k in rounds:
+        arm = out / "arm" / read_config(steps[k])["version_id"]
+        if (arm / "config.json").is_file() and read_config(arm)["meta"].get("finetune") != configs[k].to_dict():
+            return f"{arm} was trained with another change"
+        for side in ("control", "arm"):
+            path = out / "eval" / f"{side}-{k}.json"
+            if path.is_file():
+                record = json.loads(path.read_text())
+                if record.get("per_family") != per_family or sorted(record.get("suites", {})) != sorted(splits):
+                    return f"{path} scored other splits or entries"
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     """Screen the change; exit 2 naming what is wrong with the input."""
     from coda_loop.comparison import Side, compare, format_comparison
@@ -131,8 +149,11 @@ def run(args: argparse.Namespace) -> int:
             elif step.get("batches", recorded["batches"]) == "potential-gain" and not recorded.get("programs"):
                 step["programs"] = round_programs(args.run_dir, k)
             configs[k] = replay_finetune_config(steps[k], **step)
+        stale = _stale(out, rounds, steps, configs, args.split, args.per_family)
     except ValueError as exc:
         return _fail(str(exc))
+    if stale:
+        return _fail(f"{out} holds a screen with other settings ({stale}); choose another --output-dir")
     (out / "eval").mkdir(parents=True, exist_ok=True)
     arms, controls = [], []
     for k in rounds:
