@@ -95,13 +95,13 @@ def _evaluate(policy: Path, splits: list[str], per_family: int, workers: int, pa
                                   workers=workers, per_family=per_family))
 
 
-def _stale(out: Path, rounds: list[int], steps: dict[int, Path], configs: dict[int, Any], splits: list[str],
-           per_family: int) -> str:
+def _stale(out: Path, rounds: list[int], records: dict[int, dict[str, Any]], configs: dict[int, Any],
+           splits: list[str], per_family: int) -> str:
     """Name what an earlier screen in ``out`` did differently (empty: nothing, its files can be kept)."""
     from coda_policy.checkpoint import read_config
 
     for k in rounds:
-        arm = out / "arm" / read_config(steps[k])["version_id"]
+        arm = out / "arm" / records[k]["version_id"]
         if (arm / "config.json").is_file() and read_config(arm)["meta"].get("finetune") != configs[k].to_dict():
             return f"{arm} was trained with another change"
         for side in ("control", "arm"):
@@ -138,18 +138,19 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         return _fail(f"{args.run_dir} records no behaviour-cloning step of round(s) {missing} (has {sorted(steps)})")
     out = args.output_dir
+    records = {k: read_config(steps[k]) for k in rounds}  # each step's config.json, read once
     try:
         fixed_programs = read_programs(args.programs) if args.programs is not None else None
         configs = {}
         for k in rounds:
             step = dict(changes)
-            recorded = read_config(steps[k])["meta"]["finetune"]
+            recorded = records[k]["meta"]["finetune"]
             if fixed_programs is not None:
                 step["programs"] = fixed_programs
             elif step.get("batches", recorded["batches"]) == "potential-gain" and not recorded.get("programs"):
                 step["programs"] = round_programs(args.run_dir, k)
             configs[k] = replay_finetune_config(steps[k], **step)
-        stale = _stale(out, rounds, steps, configs, args.split, args.per_family)
+        stale = _stale(out, rounds, records, configs, args.split, args.per_family)
     except ValueError as exc:
         return _fail(str(exc))
     if stale:
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     (out / "eval").mkdir(parents=True, exist_ok=True)
     arms, controls = [], []
     for k in rounds:
-        recorded = read_config(steps[k])
+        recorded = records[k]
         version = recorded["version_id"]
         arm = out / "arm" / version
         if not (arm / "config.json").is_file():
