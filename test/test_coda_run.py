@@ -590,6 +590,17 @@ def test_a_rounds_behaviour_cloning_replays_from_its_checkpoint(optioned_loop: A
     planned = optioned_loop.output(1, ProgramsResult).potentials
     program = optioned_loop.store.get("potential_program", planned["push"]).payload["source"]
     assert recorded["programs"] == {"push": program} and recorded["potential_weight"] == 1.0
+    # the checkpoint names the program that weighted the rows: the round's where it compiles on stored observations
+    from coda_core_cpp import PotentialError
+    from coda_engine.sim.layout import LAYOUT
+    from coda_engine.sim.stages import compile_program
+
+    try:
+        compile_program(program, LAYOUT)
+        used = "round"
+    except PotentialError:
+        used = "default"
+    assert meta["finetune_programs_used"] == {"push": used}
 
     def replay(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*CODA, "train", "replay", *argv, "--no-progress"], capture_output=True, text=True,
@@ -607,6 +618,7 @@ def test_a_rounds_behaviour_cloning_replays_from_its_checkpoint(optioned_loop: A
     changed = read_config(tmp_path / "balanced" / "r001-bc")["meta"]
     assert changed["finetune"] == {**recorded, "batches": "stage-balanced", "steps": 25}
     assert changed["parent"] == "r000-sft" and digest(tmp_path / "balanced" / "r001-bc") != digest(folder)
+    assert "finetune_programs_used" not in changed  # the recorded step's, not carried into a replay without it
     # another program and strength from the command line (what an older step, with none recorded, needs)
     programs = tmp_path / "programs.json"
     programs.write_text(json.dumps({"push": get_family("push").program}))
@@ -616,6 +628,7 @@ def test_a_rounds_behaviour_cloning_replays_from_its_checkpoint(optioned_loop: A
     changed = read_config(tmp_path / "default" / "r001-bc")["meta"]
     assert changed["finetune"] == {**recorded, "programs": {"push": get_family("push").program},
                                    "potential_weight": 3.0}
+    assert changed["finetune_programs_used"] == {"push": "round"}  # the given program (the default's source) compiles
     assert digest(tmp_path / "default" / "r001-bc") != digest(folder)
     programs.write_text('["push"]')
 

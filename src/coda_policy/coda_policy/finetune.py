@@ -210,7 +210,9 @@ def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dic
     """Fine-tune ``cfg.init_from`` on ``cfg.demos`` and save the checkpoint ``folder`` (``version_id``).
 
     ``meta`` goes into the checkpoint's ``config.json`` together with ``finetune`` (``cfg.to_dict()``), so
-    :func:`replay_finetune_config` can train the same step again. Metrics go to ``folder / metrics.jsonl``.
+    :func:`replay_finetune_config` can train the same step again; with ``potential-gain`` batches the meta also
+    names, per family, whether its given program or its default weighted the rows (``finetune_programs_used``).
+    Metrics go to ``folder / metrics.jsonl``.
     ``sets``: the files of ``cfg.demos`` already loaded, in order (a caller that read them need not read them twice).
     """
     from coda_engine.sim.layout import LAYOUT
@@ -225,13 +227,15 @@ def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dic
     if cfg.focus_from_episode is not None and cfg.focus_share:
         focus = torch.from_numpy(np.flatnonzero(train.episode >= cfg.focus_from_episode))
     weights = None
+    extra: dict[str, Any] = {}  # more of the step's record in the checkpoint's meta
     if cfg.batches == "stage-balanced":
         stage = np.rint(train.obs[:, LAYOUT["stage_index"][0]]).astype(np.int64)
         weights = torch.from_numpy(stage_balanced_weights(train.family, stage))
     elif cfg.batches == "potential-gain":
-        row_weights, _ = potential_gain_weights(train.obs, train.episode, train.family, train.families,
-                                                cfg.programs, cfg.potential_weight)
+        row_weights, used = potential_gain_weights(train.obs, train.episode, train.family, train.families,
+                                                   cfg.programs, cfg.potential_weight)
         weights = torch.from_numpy(row_weights)
+        extra["finetune_programs_used"] = used  # per family: the given program ("round") or its default
     policy = CodaPolicy(net)
     torch.set_num_threads(cfg.torch_threads)
     sft = SFTConfig(families=cfg.families, steps=max(cfg.steps, 1), batch_size=cfg.batch_size,
@@ -246,10 +250,19 @@ def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dic
                              focus_share=cfg.focus_share if focus is not None else 0.0, weights=weights)
     log.close()
     policy.net.eval()
-    save_checkpoint(folder, policy.net, version_id, {"trainer": FINETUNE_TRAINER, **(meta or {}),
+    save_checkpoint(folder, policy.net, version_id, {"trainer": FINETUNE_TRAINER, **(meta or {}), **extra,
                                                       "finetune": cfg.to_dict()})
     return FinetuneResult(net=policy.net, folder=folder, val_loss=val_loss, demo_episodes=data.num_episodes,
                           focus_rows=len(focus) if focus is not None else None)
+
+
+def carried_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """Return the part of a recorded step's checkpoint meta that a replay of it keeps (parent, round, ...).
+
+    What :func:`finetune` writes itself (``trainer``, ``finetune``, ``finetune_programs_used``) is left out: the
+    replay records its own.
+    """
+    return {k: v for k, v in meta.items() if k not in ("trainer", "finetune", "finetune_programs_used")}
 
 
 def replay_finetune_config(checkpoint: Path | str, *, init_from: str = "", **changes: Any) -> FinetuneConfig:

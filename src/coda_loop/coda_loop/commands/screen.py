@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from coda_loop.comparison import Side, compare, format_comparison
     from coda_policy.checkpoint import read_config
     from coda_policy.cli import read_programs
-    from coda_policy.finetune import finetune, replay_finetune_config
+    from coda_policy.finetune import carried_meta, finetune, replay_finetune_config
 
     changes: dict[str, Any] = {k: v for k, v in (("batches", args.batches), ("steps", args.steps), ("lr", args.lr),
                                                  ("potential_weight", args.potential_weight)) if v is not None}
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         arm = out / "arm" / version
         if not (arm / "config.json").is_file():
             shutil.rmtree(arm, ignore_errors=True)  # a step killed mid-training starts again
-            meta = {key: v for key, v in recorded["meta"].items() if key not in ("trainer", "finetune")}
+            meta = carried_meta(recorded["meta"])
             finetune(configs[k], arm, version, meta)
         for side, policy, files in (("control", steps[k], controls), ("arm", arm, arms)):
             path = out / "eval" / f"{side}-{k}.json"
