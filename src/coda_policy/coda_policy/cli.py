@@ -165,8 +165,8 @@ def _replay_finetune(args: argparse.Namespace, recorded: dict[str, Any]) -> int:
             raise ValueError(f"the replay would overwrite {args.checkpoint}: choose another --output-dir")
         if args.programs is not None:
             changes["programs"] = read_programs(args.programs)
-        cfg = replay_finetune_config(args.checkpoint, init_from=args.init_from, progress=not args.no_progress,
-                                     **changes)
+        cfg = replay_finetune_config(args.checkpoint, init_from=args.init_from, recorded=recorded,
+                                     progress=not args.no_progress, **changes)
     except ValueError as exc:
         print(f"coda train replay: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -265,16 +265,18 @@ def carried_meta(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if k not in ("trainer", "finetune", "finetune_programs_used")}
 
 
-def replay_finetune_config(checkpoint: Path | str, *, init_from: str = "", **changes: Any) -> FinetuneConfig:
+def replay_finetune_config(checkpoint: Path | str, *, init_from: str = "", recorded: dict[str, Any] | None = None,
+                           **changes: Any) -> FinetuneConfig:
     """Return the :class:`FinetuneConfig` a checkpoint written by :func:`finetune` was trained with.
 
     ``changes`` replace recorded fields (e.g. ``batches="stage-balanced"``, ``steps=5000``); ``init_from`` names
     the initial policy's folder when the recorded one has moved (a run folder moved whole is found without it).
+    ``recorded``: the checkpoint's config.json already parsed (a caller that read it need not read it again).
     Raises ValueError naming what is wrong (not a recorded behaviour-cloning step, a missing initial policy or
     demonstration file, an unknown or bad field).
     """
     folder = Path(checkpoint)
-    meta = read_config(folder).get("meta") or {}
+    meta = (recorded if recorded is not None else read_config(folder)).get("meta") or {}
     if not isinstance(meta.get("finetune"), dict):
         what = meta.get("trainer")
         raise ValueError(f"{folder} records no behaviour-cloning step to replay (trainer {what!r}"

@@ -56,17 +56,23 @@ def _fail(message: str) -> int:
 
 def recorded_steps(run_dir: Path) -> dict[int, Path]:
     """Return round -> checkpoint folder of every behaviour-cloning step the loop recorded in ``run_dir``."""
+    return {k: folder for k, (folder, _) in _recorded_steps(run_dir).items()}
+
+
+def _recorded_steps(run_dir: Path) -> dict[int, tuple[Path, dict[str, Any]]]:
+    """Return round -> (checkpoint folder, its parsed config.json) of every recorded behaviour-cloning step."""
     from coda_policy.checkpoint import read_config
     from coda_policy.finetune import FINETUNE_TRAINER
 
     steps = {}
     for folder in sorted((run_dir / "checkpoints").glob("r[0-9][0-9][0-9]-bc")):
         try:
-            meta = read_config(folder).get("meta") or {}
+            config = read_config(folder)
         except ValueError:
             continue
+        meta = config.get("meta") or {}
         if meta.get("trainer") == FINETUNE_TRAINER and isinstance(meta.get("finetune"), dict):
-            steps[int(folder.name[1:4])] = folder
+            steps[int(folder.name[1:4])] = (folder, config)
     return steps
 
 
@@ -116,7 +122,6 @@ def _stale(out: Path, rounds: list[int], records: dict[int, dict[str, Any]], con
 def run(args: argparse.Namespace) -> int:
     """Screen the change; exit 2 naming what is wrong with the input."""
     from coda_loop.comparison import Side, compare, format_comparison
-    from coda_policy.checkpoint import read_config
     from coda_policy.cli import read_programs
     from coda_policy.finetune import carried_meta, finetune, replay_finetune_config
 
@@ -129,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--split {unknown[0]!r} is not a split of the validation suites")
     if args.per_family < 0 or args.workers < 1:
         return _fail(f"--per-family {args.per_family} must be >= 0 and --workers {args.workers} >= 1")
-    steps = recorded_steps(args.run_dir)
+    found = _recorded_steps(args.run_dir)  # each step's config.json, read once
+    steps = {k: folder for k, (folder, _) in found.items()}
     if not steps:
         return _fail(f"{args.run_dir} holds no recorded behaviour-cloning step (checkpoints/r00k-bc with "
                      "meta.finetune)")
@@ -138,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         return _fail(f"{args.run_dir} records no behaviour-cloning step of round(s) {missing} (has {sorted(steps)})")
     out = args.output_dir
-    records = {k: read_config(steps[k]) for k in rounds}  # each step's config.json, read once
+    records = {k: found[k][1] for k in rounds}
     try:
         fixed_programs = read_programs(args.programs) if args.programs is not None else None
         configs = {}
@@ -149,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 step["programs"] = fixed_programs
             elif step.get("batches", recorded["batches"]) == "potential-gain" and not recorded.get("programs"):
                 step["programs"] = round_programs(args.run_dir, k)
-            configs[k] = replay_finetune_config(steps[k], **step)
+            configs[k] = replay_finetune_config(steps[k], recorded=records[k], **step)
         stale = _stale(out, rounds, records, configs, args.split, args.per_family)
     except ValueError as exc:
         return _fail(str(exc))
