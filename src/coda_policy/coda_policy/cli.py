@@ -150,7 +150,7 @@ def read_programs(path: Path) -> dict[str, str]:
 
 def _replay_finetune(args: argparse.Namespace, recorded: dict[str, Any]) -> int:
     """Replay a behaviour-cloning checkpoint (its parsed config.json: ``recorded``); exit 2 naming bad input."""
-    from coda_policy.finetune import carried_meta, finetune, replay_finetune_config
+    from coda_policy.finetune import finetune, replay_finetune_config
 
     if args.total_env_steps is not None or args.reward != "recorded":
         print("coda train replay: --total-env-steps and --reward are PPO settings; "
@@ -170,7 +170,7 @@ def _replay_finetune(args: argparse.Namespace, recorded: dict[str, Any]) -> int:
     except ValueError as exc:
         print(f"coda train replay: {exc}", file=sys.stderr, flush=True)
         return 2
-    result = finetune(cfg, folder, version, carried_meta(meta))
+    result = finetune(cfg, folder, version, meta)  # the recorded step's own keys are dropped
     if "programs" in changes:
         changes["programs"] = sorted(changes["programs"])
     print(json.dumps({"folder": str(result.folder), "version_id": version, "val_loss": result.val_loss,

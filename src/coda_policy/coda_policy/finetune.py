@@ -212,6 +212,8 @@ def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dic
     ``meta`` goes into the checkpoint's ``config.json`` together with ``finetune`` (``cfg.to_dict()``), so
     :func:`replay_finetune_config` can train the same step again; with ``potential-gain`` batches the meta also
     names, per family, whether its given program or its default weighted the rows (``finetune_programs_used``).
+    Those keys and ``trainer`` are this step's own: the same keys in ``meta`` (a recorded step's meta handed to its
+    replay) are dropped, not written over this step's record (:func:`carried_meta`).
     Metrics go to ``folder / metrics.jsonl``.
     ``sets``: the files of ``cfg.demos`` already loaded, in order (a caller that read them need not read them twice).
     """
@@ -250,8 +252,8 @@ def finetune(cfg: FinetuneConfig, folder: Path | str, version_id: str, meta: dic
                              focus_share=cfg.focus_share if focus is not None else 0.0, weights=weights)
     log.close()
     policy.net.eval()
-    save_checkpoint(folder, policy.net, version_id, {"trainer": FINETUNE_TRAINER, **(meta or {}), **extra,
-                                                      "finetune": cfg.to_dict()})
+    record = {"trainer": FINETUNE_TRAINER, **carried_meta(meta or {}), **extra, "finetune": cfg.to_dict()}
+    save_checkpoint(folder, policy.net, version_id, record)
     return FinetuneResult(net=policy.net, folder=folder, val_loss=val_loss, demo_episodes=data.num_episodes,
                           focus_rows=len(focus) if focus is not None else None)
 
@@ -260,7 +262,7 @@ def carried_meta(meta: dict[str, Any]) -> dict[str, Any]:
     """Return the part of a recorded step's checkpoint meta that a replay of it keeps (parent, round, ...).
 
     What :func:`finetune` writes itself (``trainer``, ``finetune``, ``finetune_programs_used``) is left out: the
-    replay records its own.
+    replay records its own (:func:`finetune` applies this to the meta it is given).
     """
     return {k: v for k, v in meta.items() if k not in ("trainer", "finetune", "finetune_programs_used")}
 

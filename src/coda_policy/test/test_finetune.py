@@ -120,6 +120,18 @@ def test_a_recorded_step_replays_to_the_same_weights_and_changes_one_thing_at_a_
     assert len(np.unique(stages)) > 1
 
 
+def test_a_replay_given_the_recorded_meta_writes_its_own_record(recorded_step, tmp_path):
+    cfg, folder = recorded_step
+    recorded = read_config(folder)["meta"]
+    stale = {**recorded, "trainer": "sft", "finetune_programs_used": {"push": "round"}}
+    finetune(replay_finetune_config(folder, steps=2), tmp_path / "again", "step", stale)
+    meta = read_config(tmp_path / "again")["meta"]
+    # the context is kept; the trainer, the settings and the programs used are the replay's own (uniform batches)
+    assert meta["round"] == 1 and meta["trainer"] == "loop-bc"
+    assert meta["finetune"]["steps"] == 2 and recorded["finetune"]["steps"] == cfg.steps == 12
+    assert "finetune_programs_used" not in meta
+
+
 def test_replay_names_what_is_missing_or_wrong(recorded_step, tmp_path):
     cfg, folder = recorded_step
     with pytest.raises(ValueError, match="no such setting to change: epochs"):

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     """Screen the change; exit 2 naming what is wrong with the input."""
     from coda_loop.comparison import Side, compare, format_comparison
     from coda_policy.cli import read_programs
-    from coda_policy.finetune import carried_meta, finetune, replay_finetune_config
+    from coda_policy.finetune import finetune, replay_finetune_config
 
     changes: dict[str, Any] = {k: v for k, v in (("batches", args.batches), ("steps", args.steps), ("lr", args.lr),
                                                  ("potential_weight", args.potential_weight)) if v is not None}
@@ -169,8 +169,7 @@ def run(args: argparse.Namespace) -> int:
         arm = out / "arm" / version
         if not (arm / "config.json").is_file():
             shutil.rmtree(arm, ignore_errors=True)  # a step killed mid-training starts again
-            meta = carried_meta(recorded["meta"])
-            finetune(configs[k], arm, version, meta)
+            finetune(configs[k], arm, version, recorded["meta"])  # the step's own record is rewritten
         for side, policy, files in (("control", steps[k], controls), ("arm", arm, arms)):
             path = out / "eval" / f"{side}-{k}.json"
             if not path.is_file():
