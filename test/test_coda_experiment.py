@@ -151,6 +151,21 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
     clash = argparse.Namespace(**{**vars(combined_args), "combine": [out / "results.json", tmp_path / "clash.json"]})
     assert experiment.run(clash) == 2
     assert "method coda seed 1 differs" in capsys.readouterr().err
+    # one protocol written two ways combines: an option given to every method by --set, or the preset's own value
+    seed2 = json.loads((tmp_path / "seed2.json").read_text())
+    settings = seed2["settings"]
+    as_preset = {**settings, "loop": {**settings["loop"], "demonstrator": "state_expert"},
+                 "overrides": {k: v for k, v in settings["overrides"].items() if k != "*"}}
+    (tmp_path / "as-preset.json").write_text(json.dumps({**seed2, "settings": as_preset}))
+    both = [out / "results.json", tmp_path / "as-preset.json"]
+    assert experiment.run(argparse.Namespace(**{**vars(combined_args), "combine": both})) == 0
+    assert json.loads((tmp_path / "combined" / "results.json").read_text())["seeds"] == [1, 2]
+    capsys.readouterr()
+    other_protocol = {**as_preset, "loop": {**as_preset["loop"], "finetune_steps": 21}}
+    (tmp_path / "other-protocol.json").write_text(json.dumps({**seed2, "settings": other_protocol}))
+    refused = [out / "results.json", tmp_path / "other-protocol.json"]
+    assert experiment.run(argparse.Namespace(**{**vars(combined_args), "combine": refused})) == 2
+    assert "only results of one protocol combine" in capsys.readouterr().err
 
     steps = {m: _step_count(out / "seed1" / m / "memory.db") for m in METHODS}
     assert experiment.run(_args(out)) == 0  # started again: every run is finished and only read back

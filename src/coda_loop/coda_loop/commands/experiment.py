@@ -211,11 +211,30 @@ def summarize(runs: dict[str, dict[str, dict[str, Any]]], preset: str, settings:
     }
 
 
+def protocol_of(settings: Any) -> Any:
+    """Return the protocol a result's ``settings`` describe: the preset with every method's ``--set`` applied.
+
+    ``overrides["*"]`` goes into ``loop`` (``budget`` into ``budget``); per-method options stay apart. So a preset
+    value given by ``--set`` before the preset changed to it and the changed preset are one protocol.
+    """
+    if not isinstance(settings, dict):
+        return settings
+    overrides = dict(settings.get("overrides") or {})
+    every = dict(overrides.pop("*", {}))
+    protocol = {key: value for key, value in settings.items() if key != "overrides"}
+    if "budget" in every:
+        protocol["budget"] = every.pop("budget")
+    protocol["loop"] = {**protocol.get("loop", {}), **every}
+    if overrides:
+        protocol["overrides"] = overrides
+    return protocol
+
+
 def combine(paths: list[Path]) -> dict[str, Any]:
     """Merge the ``results.json`` of experiments run over different seeds (same preset) into one result.
 
-    A method and seed present in two files must hold the same record there; a ValueError names the file and
-    what does not fit.
+    The files must describe one protocol (:func:`protocol_of` their settings); a method and seed present in two
+    files must hold the same record there; a ValueError names the file and what does not fit.
     """
     runs: dict[str, dict[str, dict[str, Any]]] = {}
     preset: str | None = None
@@ -229,7 +248,8 @@ def combine(paths: list[Path]) -> dict[str, Any]:
         if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
             raise ValueError(f"{path}: has no per-run records ('runs'); rerun coda experiment on its folder "
                              "to write them")
-        if preset is not None and (data.get("preset"), data.get("settings")) != (preset, settings):
+        if preset is not None and (data.get("preset"), protocol_of(data.get("settings"))) != (preset,
+                                                                                           protocol_of(settings)):
             raise ValueError(f"{path}: preset {data.get('preset')!r} or its settings differ from {paths[0]}'s "
                              f"({preset!r}); only results of one protocol combine")
         preset, settings = data.get("preset"), data.get("settings")
