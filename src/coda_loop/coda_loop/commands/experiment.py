@@ -239,8 +239,9 @@ def combine(paths: list[Path]) -> dict[str, Any]:
     runs: dict[str, dict[str, dict[str, Any]]] = {}
     preset: str | None = None
     settings: dict[str, Any] | None = None
+    protocol: Any = None
     seconds = 0.0
-    for path in paths:
+    for i, path in enumerate(paths):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as error:
@@ -248,11 +249,11 @@ def combine(paths: list[Path]) -> dict[str, Any]:
         if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
             raise ValueError(f"{path}: has no per-run records ('runs'); rerun coda experiment on its folder "
                              "to write them")
-        if preset is not None and (data.get("preset"), protocol_of(data.get("settings"))) != (preset,
-                                                                                           protocol_of(settings)):
+        if i == 0:  # the first file's protocol; every other file must describe the same
+            preset, settings, protocol = data.get("preset"), data.get("settings"), protocol_of(data.get("settings"))
+        elif (data.get("preset"), protocol_of(data.get("settings"))) != (preset, protocol):
             raise ValueError(f"{path}: preset {data.get('preset')!r} or its settings differ from {paths[0]}'s "
                              f"({preset!r}); only results of one protocol combine")
-        preset, settings = data.get("preset"), data.get("settings")
         seconds += float(data.get("seconds", 0.0))
         for method, by_seed in data["runs"].items():
             for seed, record in by_seed.items():
