@@ -566,6 +566,41 @@ def test_on_policy_labels_keep_corrective_demonstrations_beside_the_experts_and_
     np.testing.assert_allclose(first, action_targets(replay.actions, PolicyConfig().max_delta), atol=1e-6)
 
 
+def test_ppo_successes_become_demonstrations_of_the_later_rounds(tmp_path: Path) -> None:
+    """LoopConfig.rl_success_demos: round 1's successful PPO episodes in round 2's behaviour cloning, not round 1's."""
+    from coda_loop.rounds import CoevolutionLoop
+    from coda_policy.checkpoint import read_config
+    from coda_policy.data import DemoSet
+
+    class LateStageLoop(CoevolutionLoop):
+        """Plans every round's PPO on push's last stage (a tiny policy fails earlier), so its late starts succeed."""
+
+        def output(self, r: int, kind: Any) -> Any:
+            out = super().output(r, kind)
+            return dataclasses.replace(out, rl_family="push", rl_stage=2) if kind is ProgramsResult else out
+
+    fields = {**TINY, "rounds": 2, "rl_success_demos": 5, "rl_stage_share": 1.0, "rl_env_steps": 256}
+    loop = LateStageLoop(tmp_path / "run", LoopConfig(**fields))
+    try:
+        loop.run()
+        rounds = {r: loop.output(r, TrainResult) for r in (1, 2)}
+    finally:
+        loop.close()
+    demos = tmp_path / "run" / "demos"
+    for r, train in rounds.items():
+        ppo = demos / f"r{r:03d}.ppo.npz"
+        assert ppo.is_file() == (train.rl.success_demos > 0)
+        if train.rl.success_demos:
+            kept = DemoSet.load(ppo)
+            assert kept.num_episodes == train.rl.success_demos <= 5 and kept.families == ("reach", "push")
+            assert set(kept.family.tolist()) == {kept.families.index(train.rl.family)}
+    assert rounds[1].rl.success_demos == 5  # kept the last 5 of more
+    used = {r: [Path(p).name for p in read_config(tmp_path / "run" / "checkpoints" / f"r{r:03d}-bc")["meta"]
+                ["finetune"]["demos"]] for r in (1, 2)}
+    assert "r001.ppo.npz" not in used[1] and used[2][0] == "r001.ppo.npz" and used[2][-1] == "r002.npz"
+    assert rounds[2].demo_episodes == sum(DemoSet.load(demos / n).num_episodes for n in used[2])
+
+
 def test_a_rounds_behaviour_cloning_replays_from_its_checkpoint(optioned_loop: Any, tmp_path: Path) -> None:
     """``coda train replay <run>/checkpoints/r001-bc``: the recorded step gives the same weights, a changed one not.
 

@@ -200,6 +200,10 @@ class LoopConfig:
     rl_eval_episodes: int = 12
     """Episodes of the RL gate: the RL result replaces the policy only if it does better than the policy it started
     from on the same new scenes of its family (0: always kept)."""
+    rl_success_demos: int = 0
+    """The last this many successful episodes of a round's PPO rollouts (sampled actions, whatever the gate decides)
+    become demonstrations of every later round's behaviour cloning (``demos/r00k.ppo.npz``), so what PPO found,
+    and the reward that shaped it, outlives the next cloning (0: none)."""
     eval_per_family: int = 4
     """Held-out suite entries per family and split evaluated after rounds 1 .. ``rounds`` - 1 (the progress
     between the ends)."""
@@ -250,7 +254,7 @@ class LoopConfig:
             if getattr(self, name) < 1:
                 errors.append(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("rounds", "workers", "probe_per_family", "finetune_steps", "finetune_warmup", "max_new_demos",
-                     "rl_env_steps", "rl_eval_episodes", "critic_epochs", "final_eval_per_family",
+                     "rl_env_steps", "rl_eval_episodes", "rl_success_demos", "critic_epochs", "final_eval_per_family",
                      "bc_gate_episodes"):
             if getattr(self, name) < 0:
                 errors.append(f"{name}={getattr(self, name)} must be >= 0")

@@ -382,6 +382,8 @@ class RLResult(Part):
     kept: bool = False
     """PPO's version became the round's policy (a gain, or no eval episodes configured)."""
     seconds: float = 0.0
+    success_demos: int = 0
+    """Successful rollout episodes kept as demonstrations for later rounds (``rl_success_demos``)."""
 
 
 @dataclass(kw_only=True)

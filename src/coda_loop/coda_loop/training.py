@@ -100,7 +100,9 @@ class TrainStep:
                 tmp = self.demo_dir / f"r{r:03d}.tmp.npz"
                 new.save(tmp)
                 os.replace(tmp, demo_file)
-        files = sorted(p for p in self.demo_dir.glob("r[0-9][0-9][0-9].npz") if int(p.stem[1:]) <= r)
+        # Earlier rounds' PPO successes (rl_success_demos) first, then every expert/corrective set, this round's last.
+        files = sorted(p for p in self.demo_dir.glob("r[0-9][0-9][0-9].ppo.npz") if int(p.name[1:4]) < r)
+        files += sorted(p for p in self.demo_dir.glob("r[0-9][0-9][0-9].npz") if int(p.stem[1:]) <= r)
         sets = [DemoSet.load(p) for p in files]
         counts = [s.num_episodes for s in sets]
         new_demos = counts[-1] if files and files[-1] == demo_file else 0
@@ -268,8 +270,16 @@ class TrainStep:
                           total_env_steps=cfg.rl_env_steps, init_from=str(init_from),
                           value_warmup_rollouts=max(1, rollouts // 4), eval_episodes=cfg.rl_eval_episodes,
                           seed=cfg.seed * 1000 + r, output_dir=self.ckpt_root, version_id=version,
-                          num_threads=cfg.torch_threads, progress=False, resume=False)
+                          num_threads=cfg.torch_threads, progress=False, resume=False,
+                          keep_successes=cfg.rl_success_demos)
         result = train_rl(rl_cfg, self.embedder)
+        if result.successes:  # demonstrations of the later rounds, whether or not the gate keeps the update
+            from coda_policy.data import DemoSet
+            from coda_policy.rl import SUCCESSES_FILE
+
+            tmp = self.demo_dir / f"r{r:03d}.ppo.tmp.npz"
+            DemoSet.load(result.folder / SUCCESSES_FILE).with_families(cfg.families).save(tmp)
+            os.replace(tmp, self.demo_dir / f"r{r:03d}.ppo.npz")
         before = result.eval_success_init if result.eval_success_init is not None else 0.0
         after = result.eval_success if result.eval_success is not None else 0.0
         kept = cfg.rl_eval_episodes == 0 or after > before  # PPO changes the shared network: keep it only for a gain
@@ -280,4 +290,5 @@ class TrainStep:
                                                    "success_after": after})
         return RLResult(version=version, family=family, shaped=bool(program) or cfg.uses_potentials,
                         start_stage=stage, program=program.splitlines()[0] if program else "",
-                        success_before=before, success_after=after, kept=kept, seconds=round(result.seconds, 1))
+                        success_before=before, success_after=after, kept=kept, seconds=round(result.seconds, 1),
+                        success_demos=result.successes)

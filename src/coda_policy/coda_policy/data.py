@@ -64,6 +64,15 @@ class DemoSet:
             train_eps.append(eps[n_val:])
         return self.subset(np.concatenate(train_eps)), self.subset(np.concatenate(val_eps))
 
+    def with_families(self, families: tuple[str, ...]) -> DemoSet:
+        """Return the same steps with family indices into ``families`` (which must hold every family of this set)."""
+        missing = [f for f in self.families if f not in families]
+        if missing:
+            raise ValueError(f"families {tuple(families)} lack {missing} of this DemoSet")
+        index = np.asarray([families.index(f) for f in self.families], dtype=np.int64)
+        return DemoSet(self.obs, self.actions, self.episode, index[self.family], self.embeddings, self.instructions,
+                       tuple(families))
+
     def tensors(self) -> dict[str, torch.Tensor]:
         """``obs``, ``instr`` (per step), ``action``, ``family`` as tensors."""
         return {"obs": torch.from_numpy(self.obs), "instr": torch.from_numpy(self.embeddings[self.episode]),

@@ -35,7 +35,9 @@ optimiser, counters, noise generator; no pickle) or starts from another checkpoi
 
 from __future__ import annotations
 
+import os
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,7 @@ from coda_policy.checkpoint import (
     save_checkpoint,
 )
 from coda_policy.config import PolicyConfig
+from coda_policy.data import DemoSet
 from coda_policy.evaluation import success_rates
 from coda_policy.metrics import MetricsLog
 from coda_policy.model import CodaPolicyNet
@@ -174,6 +177,11 @@ class RLConfig:
     """Version id of the result; empty derives ``rl-<hash of this config>``."""
     num_threads: int = 2
     """torch intra-op threads."""
+    keep_successes: int = 0
+    """Keep the last this many successful rollout episodes (each step's observation and sampled action, clipped
+    to the action range) and write them as demonstrations of ``family`` to ``successes.npz`` in the run folder
+    (0: none; after a resume, the episodes since it). A loop feeds them to later rounds' behaviour cloning, so what
+    PPO found outlives the next cloning."""
     progress: bool = True
     """Show a progress bar."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -226,6 +234,8 @@ class RLConfig:
                 errors.append(f"RLConfig.{name}={getattr(self, name)} must be >= 0")
         if self.target_kl is not None and self.target_kl <= 0:
             errors.append(f"RLConfig.target_kl={self.target_kl} must be > 0 (or None)")
+        if self.keep_successes < 0:
+            errors.append(f"RLConfig.keep_successes={self.keep_successes} must be >= 0")
         if self.max_grad_norm <= 0:
             errors.append(f"RLConfig.max_grad_norm={self.max_grad_norm} must be > 0")
         if self.init_from and not (Path(self.init_from) / "config.json").is_file():
@@ -236,8 +246,11 @@ class RLConfig:
             self.version_id = make_version_id("rl", self.to_dict(with_version=False))
 
     def to_dict(self, with_version: bool = True) -> dict[str, Any]:
-        """JSON-friendly dict of the settings."""
-        return run_config_dict(self, with_version)
+        """JSON-friendly dict of the settings (``keep_successes`` only when set, so older ids stay the same)."""
+        data = run_config_dict(self, with_version)
+        if not self.keep_successes:
+            data.pop("keep_successes")
+        return data
 
     @property
     def value_range(self) -> tuple[float, float]:
@@ -280,6 +293,11 @@ class Rollouts:
         self.ep_shaped = np.zeros(n)
         self.ep_len = np.zeros(n, dtype=np.int64)
         self.finished: list[dict[str, float]] = []
+        self.instructions = [""] * n
+        self.trajectories: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
+        """Each env's (observation, clipped action) steps of its current episode (kept with ``keep_successes``)."""
+        self.successes: deque[SuccessEpisode] = deque(maxlen=max(1, cfg.keep_successes))
+        """The last ``keep_successes`` successful episodes."""
         self.rng = rng
         for i, seed in enumerate(rng.integers(0, 2**31 - 1, n)):
             self._reset(i, int(seed))
@@ -290,6 +308,8 @@ class Rollouts:
         obs, info = self.envs[i].reset(seed=seed, options={"start_stage": cfg.start_stage} if late else None)
         self.obs[i] = obs
         self.instr[i] = self.embedder.embed_one(info["instruction"])  # type: ignore[attr-defined]
+        self.instructions[i] = str(info["instruction"])
+        self.trajectories[i] = []
         self.phi[i], self.stage[i] = info["phi"], info["stage"]
         self.ep_return[i] = self.ep_shaped[i] = self.ep_len[i] = 0
 
@@ -318,6 +338,8 @@ class Rollouts:
             next_obs = self.obs.copy()
             truncated_final: list[tuple[int, np.ndarray]] = []
             for i, env in enumerate(self.envs):
+                if cfg.keep_successes:
+                    self.trajectories[i].append((self.obs[i].copy(), np.clip(actions[i].numpy(), -1.0, 1.0)))
                 obs, reward, term, trunc, info = env.step(actions[i].numpy())
                 rewards[i], terminated[i], next_phi[i], next_obs[i] = reward, term, info["phi"], obs
                 next_stage[i] = info["stage"]
@@ -349,6 +371,10 @@ class Rollouts:
             done = terminated.astype(bool) | np.isin(np.arange(cfg.n_envs), [i for i, _ in truncated_final])
             self.episode_start = done.astype(np.float32)
             for i in np.flatnonzero(done):
+                if cfg.keep_successes and terminated[i]:
+                    steps = self.trajectories[i]
+                    self.successes.append(SuccessEpisode(np.stack([o for o, _ in steps]),
+                                                         np.stack([a for _, a in steps]), self.instructions[i]))
                 self.finished.append(
                     {
                         "success": float(terminated[i]),
@@ -365,6 +391,34 @@ class Rollouts:
         """Statistics of the episodes finished since the last call."""
         out, self.finished = self.finished, []
         return out
+
+
+@dataclass(frozen=True)
+class SuccessEpisode:
+    """A successful rollout episode (or its part from a late start) as a demonstration."""
+
+    observations: np.ndarray
+    """(T, obs_dim) float32, the observation each action was taken in."""
+    actions: np.ndarray
+    """(T, 4) float32 sampled normalised actions, clipped to [-1, 1]."""
+    instruction: str
+
+
+def successes_demoset(episodes: list[SuccessEpisode], family: str, embedder: object) -> DemoSet:
+    """Return ``episodes`` (of ``family``) as a one-family :class:`~coda_policy.data.DemoSet`."""
+    if not episodes:
+        raise ValueError("successes_demoset needs at least one episode")
+    instructions = [e.instruction for e in episodes]
+    return DemoSet(np.concatenate([e.observations for e in episodes]).astype(np.float32),
+                   np.concatenate([e.actions for e in episodes]).astype(np.float32),
+                   np.concatenate([np.full(len(e.actions), k, dtype=np.int64) for k, e in enumerate(episodes)]),
+                   np.zeros(sum(len(e.actions) for e in episodes), dtype=np.int64),
+                   np.asarray(embedder.embed(instructions), dtype=np.float32),  # type: ignore[attr-defined]
+                   instructions, (family,))
+
+
+SUCCESSES_FILE = "successes.npz"
+"""File of a run folder holding the kept successful episodes (``RLConfig.keep_successes``)."""
 
 
 @dataclass
@@ -388,6 +442,8 @@ class RLResult:
     no ``init_from``, no ``eval_episodes``, or a resumed run)."""
     seconds: float
     """Wall time."""
+    successes: int = 0
+    """Successful episodes written to ``folder / SUCCESSES_FILE`` (``keep_successes``; 0: none kept)."""
 
 
 REPLAY_REWARDS = ("recorded", "default-program", "sparse")
@@ -567,6 +623,11 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
         eval_success = _evaluate(net, cfg, embedder)
         log.write("success", split=cfg.split, episodes=cfg.eval_episodes, **{cfg.family: eval_success})
         _save(folder, net, cfg, optimizer, generator, env_steps, total_updates, eval_success)
+    kept = list(rollouts.successes) if cfg.keep_successes else []
+    if kept:
+        tmp = folder / f"{SUCCESSES_FILE}.tmp.npz"
+        successes_demoset(kept, cfg.family, embedder).save(tmp)
+        os.replace(tmp, folder / SUCCESSES_FILE)
     tail = [f for fs in history[-max(1, len(history) // 4) :] for f in fs]
     result = RLResult(
         folder,
@@ -577,6 +638,7 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
         eval_success,
         eval_init,
         time.time() - start,
+        len(kept),
     )
     log.write(
         "done",
@@ -585,6 +647,7 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
         eval_success=eval_success,
         eval_success_init=eval_init,
         seconds=result.seconds,
+        successes=len(kept),
     )
     log.close()
     return result

@@ -333,3 +333,35 @@ def test_fine_tuning_measures_the_initial_policy_on_the_same_scenes(tmp_path, ti
     assert read_metrics(child.folder / "metrics.jsonl", "success_init")[0]["reach"] == child.eval_success_init
     groups = load_trainer_state(child.folder)["optimizer"]["param_groups"]
     assert [g["lr"] for g in groups] == pytest.approx([child_cfg.lr, child_cfg.lr * FINE_TUNE.actor_lr_scale])
+
+
+def test_rollouts_keep_the_last_successful_episodes_as_demonstrations(tmp_path, tiny_policy_config, embedder):
+    """RLConfig.keep_successes: the last successful episodes, step for step, in a DemoSet file of the run."""
+    from coda_policy.data import DemoSet
+    from coda_policy.rl import SUCCESSES_FILE
+
+    # push from its last stage: the expert drives there and the policy's next steps finish most episodes
+    late = {"family": "push", "start_stage": 2, "start_stage_share": 1.0, "n_envs": 4, "n_steps": 32,
+            "total_env_steps": 128}
+    cfg = _cfg(tmp_path, tiny_policy_config, keep_successes=3, **late)
+    _, rollouts, _, _ = _collect(cfg, tiny_policy_config, embedder, 3)
+    successes = [f for f in rollouts.finished if f["success"]]
+    assert len(successes) > 3 and len(rollouts.successes) == 3
+    for episode, stats in zip(rollouts.successes, successes[-3:], strict=True):
+        assert episode.observations.shape == (stats["length"], OBS_DIM)
+        assert episode.actions.shape == (stats["length"], 4)
+        assert np.abs(episode.actions).max() <= 1.0 and episode.instruction
+    result = train_rl(cfg, embedder)
+    demos = DemoSet.load(result.folder / SUCCESSES_FILE)
+    assert result.successes == demos.num_episodes == 3 and demos.families == ("push",)
+    assert np.array_equal(demos.embeddings[0], embedder.embed([demos.instructions[0]])[0])
+    mapped = demos.with_families(("reach", "push"))
+    assert set(mapped.family.tolist()) == {1} and np.array_equal(mapped.obs, demos.obs)
+    with pytest.raises(ValueError, match="push"):
+        demos.with_families(("reach", "stack"))
+    # none kept: no file, and the version id of a run without the setting is what it was before it existed
+    plain = train_rl(_cfg(tmp_path / "plain", tiny_policy_config, **late), embedder)
+    assert plain.successes == 0 and not (plain.folder / SUCCESSES_FILE).exists()
+    assert "keep_successes" not in _cfg(tmp_path, tiny_policy_config).to_dict()
+    with pytest.raises(ValueError, match="keep_successes"):
+        _cfg(tmp_path, tiny_policy_config, keep_successes=-1)
