@@ -67,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--value-warmup-rollouts", type=int, default=None,
                        help="first rollouts that train the value heads only (default: 4 with --init-from, else 0)")
         p.add_argument("--eval-episodes", type=int, default=0)
+        p.add_argument("--keep-successes", type=int, default=0,
+                       help="write the last N successful rollout episodes to <run>/successes.npz (demonstrations)")
         p.add_argument("--threads", type=int, default=1, help="torch threads")
         if p.prog.endswith("compare"):
             p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -118,7 +120,7 @@ def _rl_config(args: argparse.Namespace, seed: int, shaping: bool, version_id: s
                     target_kl=args.target_kl, bc_demos=args.bc_demos, bc_coef=args.bc_coef,
                     resume=not getattr(args, "no_resume", False), eval_episodes=args.eval_episodes, seed=seed,
                     output_dir=args.output_dir, version_id=version_id, num_threads=args.threads,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, keep_successes=args.keep_successes)
 
 
 def _jsonable(result: Any) -> dict[str, Any]:
@@ -179,11 +181,31 @@ def _replay_finetune(args: argparse.Namespace, recorded: dict[str, Any]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the chosen stage and print its result as JSON."""
+    """Run the chosen stage and print its result as JSON; a bad setting exits 2 naming it."""
+    try:
+        return _run(args)
+    except ConfigError as exc:
+        print(f"coda train {args.stage}: {exc}", file=sys.stderr, flush=True)
+        return 2
+
+
+class ConfigError(ValueError):
+    """A setting of the command line a training config refused."""
+
+
+def _checked(make: Any, *args: Any, **kwargs: Any) -> Any:
+    """Return ``make(*args, **kwargs)`` (a config); its ValueError becomes a :class:`ConfigError`."""
+    try:
+        return make(*args, **kwargs)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.stage == "sft":
         from coda_policy.sft import SFTConfig, train_sft
 
-        cfg = SFTConfig(families=tuple(args.families), episodes_per_family=args.episodes_per_family,
+        cfg = _checked(SFTConfig, families=tuple(args.families), episodes_per_family=args.episodes_per_family,
                         split=args.split, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                         eval_episodes=args.eval_episodes, seed=args.seed, output_dir=args.output_dir,
                         version_id=args.version_id, demos_file=args.demos_file, num_threads=args.threads,
@@ -212,13 +234,13 @@ def run(args: argparse.Namespace) -> int:
                           "total_env_steps": cfg.total_env_steps, "shaping": cfg.shaping}))
         return 0
     if args.stage == "rl":
-        print(json.dumps(_jsonable(train_rl(_rl_config(args, args.seed, not args.no_shaping, args.version_id)))))
+        cfg = _checked(_rl_config, args, args.seed, not args.no_shaping, args.version_id)
+        print(json.dumps(_jsonable(train_rl(cfg))))
         return 0
     runs: dict[str, list[dict[str, Any]]] = {"shaped": [], "sparse": []}
-    for seed in args.seeds:
-        for name in runs:
-            cfg = _rl_config(args, seed, name == "shaped", "")
-            runs[name].append(_jsonable(train_rl(cfg)))
+    configs = [(name, _checked(_rl_config, args, seed, name == "shaped", "")) for seed in args.seeds for name in runs]
+    for name, cfg in configs:
+        runs[name].append(_jsonable(train_rl(cfg)))
     summary = {name: {"success_rate_last_mean": float(np.mean([r["success_rate_last"] for r in rs])),
                       **{f"{key}_mean": (float(np.mean([r[key] for r in rs]))
                                          if all(r[key] is not None for r in rs) else None)

@@ -28,9 +28,10 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
     assert sft["version_id"] == "sft-cli" and set(sft["success"]) == {"reach"}
     assert main(["rl", "--family", "reach", "--n-envs", "2", "--n-steps", "8", "--total-env-steps", "16",
                  "--batch-size", "8", "--epochs", "1", "--output-dir", str(tmp_path), "--no-progress",
-                 "--init-from", sft["folder"], "--version-id", "rl-cli"]) == 0
+                 "--init-from", sft["folder"], "--version-id", "rl-cli", "--keep-successes", "4"]) == 0
     rl = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert rl["env_steps"] == 16
+    assert rl["env_steps"] == 16 and (tmp_path / "rl-cli" / "successes.npz").is_file() == (rl["successes"] > 0)
+    assert load_policy(tmp_path / "rl-cli")[1]["meta"]["rl"]["keep_successes"] == 4
     net, config = load_policy(tmp_path / "rl-cli")
     assert config["meta"]["parent"] == sft["folder"] and net.cfg.num_stages == 2
 
@@ -64,6 +65,10 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
         (["replay", str(tmp_path / "absent")], "no checkpoint config"),
         (["replay", str(tmp_path / "rl-cli"), "--reward", "dense"], "reward='dense'"),
         (["replay", str(tmp_path / "rl-cli"), "--batches", "stage-balanced"], "behaviour-cloning settings"),
+        # a setting a training config refuses: exit 2 naming it, nothing trained
+        (["sft", "--steps", "-3"], "SFTConfig.steps=-3"),
+        (["rl", "--family", "reach", "--keep-successes", "-1"], "RLConfig.keep_successes=-1"),
+        (["compare", "--family", "lift"], "RLConfig.family='lift'"),
     ]
     for argv, words in cases:
         assert main([*argv, "--output-dir", str(tmp_path), "--no-progress"]) == 2, argv
