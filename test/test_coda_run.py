@@ -573,7 +573,10 @@ def test_ppo_successes_become_demonstrations_of_the_later_rounds(tmp_path: Path)
     from coda_policy.data import DemoSet
 
     class LateStageLoop(CoevolutionLoop):
-        """Plans every round's PPO on push's last stage (a tiny policy fails earlier), so its late starts succeed."""
+        """Plans PPO on push from stage 2, past its two stages, so a tiny policy's PPO episodes succeed.
+
+        The expert drives each episode to the push's end; everything else runs as diagnosed.
+        """
 
         def output(self, r: int, kind: Any) -> Any:
             out = super().output(r, kind)

@@ -340,7 +340,8 @@ def test_rollouts_keep_the_last_successful_episodes_as_demonstrations(tmp_path, 
     from coda_policy.data import DemoSet
     from coda_policy.rl import SUCCESSES_FILE
 
-    # push from its last stage: the expert drives there and the policy's next steps finish most episodes
+    # start_stage 2 is past push's two stages: the expert drives each episode to the push's end, so the policy's
+    # first steps finish most of them (successes of a tiny untrained policy, step for step real)
     late = {"family": "push", "start_stage": 2, "start_stage_share": 1.0, "n_envs": 4, "n_steps": 32,
             "total_env_steps": 128}
     cfg = _cfg(tmp_path, tiny_policy_config, keep_successes=3, **late)
