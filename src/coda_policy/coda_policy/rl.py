@@ -27,6 +27,8 @@ the critic MLP but not the encoder the actor reads, values clamped to the attain
 learning rate for everything but the critic, and a KL penalty to the initial policy on the visited states.
 The initial policy's deterministic success is measured on the same evaluation scenes as the final one
 (``RLResult.eval_success_init``).
+With ``keep_successes`` the last successful rollout episodes are written to the run folder as demonstrations
+(``successes.npz``), for a loop to clone in its later rounds.
 
 Everything random is seeded from ``RLConfig.seed`` (scene generation per env, action noise, minibatch order),
 so a run is reproducible. A run resumes from its own folder (``trainer_state.safetensors`` + ``.json``:
@@ -402,6 +404,7 @@ class SuccessEpisode:
     actions: np.ndarray
     """(T, 4) float32 sampled normalised actions, clipped to [-1, 1]."""
     instruction: str
+    """The episode's instruction (embedded when the episodes are written)."""
 
 
 def successes_demoset(episodes: list[SuccessEpisode], family: str, embedder: object) -> DemoSet:
