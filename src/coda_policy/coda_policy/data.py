@@ -143,19 +143,27 @@ def from_episodes(episodes: list[Any], families: tuple[str, ...], embedder: obje
     demonstrations (``coda_policy.corrective.CorrectiveEpisode``: one observation per action); episodes of other
     families are skipped. None if no episode qualifies.
     """
-    obs, acts, eps, fams, instructions = [], [], [], [], []
-    for ep in episodes:
-        if not ep.success or ep.observations is None or ep.actions is None or len(ep.actions) < 1 \
-                or ep.scene.family not in families:
-            continue
-        steps = len(ep.actions)
-        obs.append(np.asarray(ep.observations[:steps], dtype=np.float32))
-        acts.append(action_targets(np.asarray(ep.actions, dtype=np.float32), max_delta))
-        eps.append(np.full(steps, len(instructions), dtype=np.int64))
-        fams.append(np.full(steps, families.index(ep.scene.family), dtype=np.int64))
-        instructions.append(str(ep.scene.instruction))
-    if not instructions:
+    kept = [ep for ep in episodes if ep.success and ep.observations is not None and ep.actions is not None
+            and len(ep.actions) >= 1 and ep.scene.family in families]
+    if not kept:
         return None
-    embeddings = embedder.embed(instructions)  # type: ignore[attr-defined]
-    return DemoSet(np.concatenate(obs), np.concatenate(acts), np.concatenate(eps), np.concatenate(fams),
-                   np.asarray(embeddings, dtype=np.float32), instructions, tuple(families))
+    return from_steps([np.asarray(ep.observations[:len(ep.actions)], dtype=np.float32) for ep in kept],
+                      [action_targets(np.asarray(ep.actions, dtype=np.float32), max_delta) for ep in kept],
+                      [ep.scene.family for ep in kept], [str(ep.scene.instruction) for ep in kept], families, embedder)
+
+
+def from_steps(observations: list[np.ndarray], actions: list[np.ndarray], episode_families: list[str],
+               instructions: list[str], families: tuple[str, ...], embedder: object) -> DemoSet:
+    """Return episodes given as per-episode arrays as one :class:`DemoSet` of ``families``.
+
+    Episode k has ``observations[k]`` ``(T, obs_dim)``, normalised ``actions[k]`` ``(T, 4)``, family name
+    ``episode_families[k]`` and ``instructions[k]``, which ``embedder`` embeds.
+    """
+    if not observations:
+        raise ValueError("from_steps needs at least one episode")
+    lengths = [len(a) for a in actions]
+    embeddings = embedder.embed(list(instructions))  # type: ignore[attr-defined]
+    return DemoSet(np.concatenate(observations).astype(np.float32), np.concatenate(actions).astype(np.float32),
+                   np.repeat(np.arange(len(lengths), dtype=np.int64), lengths),
+                   np.repeat(np.asarray([families.index(f) for f in episode_families], dtype=np.int64), lengths),
+                   np.asarray(embeddings, dtype=np.float32), list(instructions), tuple(families))

@@ -58,7 +58,7 @@ from coda_policy.checkpoint import (
     save_checkpoint,
 )
 from coda_policy.config import PolicyConfig
-from coda_policy.data import DemoSet
+from coda_policy.data import from_steps
 from coda_policy.evaluation import success_rates
 from coda_policy.metrics import MetricsLog
 from coda_policy.model import CodaPolicyNet
@@ -407,19 +407,6 @@ class SuccessEpisode:
     """The episode's instruction (embedded when the episodes are written)."""
 
 
-def successes_demoset(episodes: list[SuccessEpisode], family: str, embedder: object) -> DemoSet:
-    """Return ``episodes`` (of ``family``) as a one-family :class:`~coda_policy.data.DemoSet`."""
-    if not episodes:
-        raise ValueError("successes_demoset needs at least one episode")
-    instructions = [e.instruction for e in episodes]
-    return DemoSet(np.concatenate([e.observations for e in episodes]).astype(np.float32),
-                   np.concatenate([e.actions for e in episodes]).astype(np.float32),
-                   np.concatenate([np.full(len(e.actions), k, dtype=np.int64) for k, e in enumerate(episodes)]),
-                   np.zeros(sum(len(e.actions) for e in episodes), dtype=np.int64),
-                   np.asarray(embedder.embed(instructions), dtype=np.float32),  # type: ignore[attr-defined]
-                   instructions, (family,))
-
-
 SUCCESSES_FILE = "successes.npz"
 """File of a run folder holding the kept successful episodes (``RLConfig.keep_successes``)."""
 
@@ -629,7 +616,8 @@ def train_rl(cfg: RLConfig, embedder: object | None = None) -> RLResult:
     kept = list(rollouts.successes) if cfg.keep_successes else []
     if kept:
         tmp = folder / f"{SUCCESSES_FILE}.tmp.npz"
-        successes_demoset(kept, cfg.family, embedder).save(tmp)
+        from_steps([e.observations for e in kept], [e.actions for e in kept], [cfg.family] * len(kept),
+                   [e.instruction for e in kept], (cfg.family,), embedder).save(tmp)
         os.replace(tmp, folder / SUCCESSES_FILE)
     tail = [f for fs in history[-max(1, len(history) // 4) :] for f in fs]
     result = RLResult(

@@ -31,9 +31,9 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
                  "--init-from", sft["folder"], "--version-id", "rl-cli", "--keep-successes", "4"]) == 0
     rl = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert rl["env_steps"] == 16 and (tmp_path / "rl-cli" / "successes.npz").is_file() == (rl["successes"] > 0)
-    assert load_policy(tmp_path / "rl-cli")[1]["meta"]["rl"]["keep_successes"] == 4
     net, config = load_policy(tmp_path / "rl-cli")
     assert config["meta"]["parent"] == sft["folder"] and net.cfg.num_stages == 2
+    assert config["meta"]["rl"]["keep_successes"] == 4
 
     # replay: the recorded settings give the same weights; a budget or the sparse reward can be changed on top
     replays = tmp_path / "replays"
