@@ -203,14 +203,18 @@ def _checked(make: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     if args.stage == "sft":
-        from coda_policy.sft import SFTConfig, train_sft
+        from coda_policy.sft import DemosMismatchError, SFTConfig, train_sft
 
         cfg = _checked(SFTConfig, families=tuple(args.families), episodes_per_family=args.episodes_per_family,
                         split=args.split, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                         eval_episodes=args.eval_episodes, seed=args.seed, output_dir=args.output_dir,
                         version_id=args.version_id, demos_file=args.demos_file, num_threads=args.threads,
                         progress=not args.no_progress)
-        print(json.dumps(_jsonable(train_sft(cfg))))
+        try:
+            result = train_sft(cfg)
+        except DemosMismatchError as exc:
+            raise ConfigError(f"{exc} (--families)") from exc
+        print(json.dumps(_jsonable(result)))
         return 0
     recorded = _finetune_record(args.checkpoint) if args.stage == "replay" else None
     if recorded is not None:

@@ -123,13 +123,17 @@ class SFTResult:
     """Wall time."""
 
 
+class DemosMismatchError(ValueError):
+    """A demonstrations file (``SFTConfig.demos_file``) that holds other families than the config asks for."""
+
+
 def load_or_collect(cfg: SFTConfig, embedder: object, rng: np.random.Generator) -> DemoSet:
     """Demonstrations of ``cfg`` from ``cfg.demos_file`` if it exists, else newly collected (and cached)."""
     path = Path(cfg.demos_file) if cfg.demos_file else None
     if path is not None and path.is_file():
         demos = DemoSet.load(path)
         if demos.families != cfg.families:
-            raise ValueError(f"{path} holds families {demos.families}, the config asks for {cfg.families}")
+            raise DemosMismatchError(f"{path} holds families {demos.families}, the config asks for {cfg.families}")
         return demos
     demos = collect(cfg.families, cfg.episodes_per_family, rng, cfg.split, embedder, cfg.policy.max_delta)
     if path is not None:

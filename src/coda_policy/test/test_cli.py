@@ -23,7 +23,7 @@ def main(coda_subcommand):
 def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
     assert main(["sft", "--families", "reach", "--episodes-per-family", "3", "--steps", "5",
                  "--batch-size", "16", "--eval-episodes", "1", "--output-dir", str(tmp_path), "--no-progress",
-                 "--version-id", "sft-cli"]) == 0
+                 "--version-id", "sft-cli", "--demos-file", str(tmp_path / "reach.npz")]) == 0
     sft = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert sft["version_id"] == "sft-cli" and set(sft["success"]) == {"reach"}
     assert main(["rl", "--family", "reach", "--n-envs", "2", "--n-steps", "8", "--total-env-steps", "16",
@@ -67,6 +67,7 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
         (["replay", str(tmp_path / "rl-cli"), "--batches", "stage-balanced"], "behaviour-cloning settings"),
         # a setting a training config refuses: exit 2 naming it, nothing trained
         (["sft", "--steps", "-3"], "SFTConfig.steps=-3"),
+        (["sft", "--families", "push", "--demos-file", str(tmp_path / "reach.npz")], "holds families ('reach',)"),
         (["rl", "--family", "reach", "--keep-successes", "-1"], "RLConfig.keep_successes=-1"),
         (["compare", "--family", "lift"], "RLConfig.family='lift'"),
     ]
