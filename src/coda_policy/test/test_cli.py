@@ -65,7 +65,8 @@ def test_coda_train_sft_then_rl_from_it(tmp_path, capsys, embedder, main):
         (["replay", str(tmp_path / "absent")], "no checkpoint config"),
         (["replay", str(tmp_path / "rl-cli"), "--reward", "dense"], "reward='dense'"),
         (["replay", str(tmp_path / "rl-cli"), "--batches", "stage-balanced"], "behaviour-cloning settings"),
-        # a setting a training config refuses: exit 2 naming it, nothing trained
+        # a setting a training config refuses, or a demonstrations file that does not fit it: exit 2 naming it,
+        # nothing trained
         (["sft", "--steps", "-3"], "SFTConfig.steps=-3"),
         (["sft", "--families", "push", "--demos-file", str(tmp_path / "reach.npz")], "holds families ('reach',)"),
         (["rl", "--family", "reach", "--keep-successes", "-1"], "RLConfig.keep_successes=-1"),
