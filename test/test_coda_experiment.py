@@ -23,7 +23,7 @@ TINY = Preset(rounds=1, budget=3, loop={
     "families": ["reach", "push"], "base_demos_per_family": 3, "base_sft_steps": 30, "probe_per_family": 1,
     "finetune_steps": 20, "rl_env_steps": 256, "rl_eval_episodes": 2, "eval_per_family": 1,
     "final_eval_per_family": 2, "eval_splits": ["id", "position"]})
-METHODS = ["sft", "closed_loop", "coda"]
+METHODS = ["sft", "closed_loop", "dagger", "coda_pass_fail", "coda"]
 
 
 def _args(out: Path) -> argparse.Namespace:
@@ -49,14 +49,14 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(PRESETS, "tiny", TINY)
     out = tmp_path / "exp"
-    overrides = ["demonstrator=state_expert", "closed_loop,coda:eval_per_family=2"]
+    overrides = ["demonstrator=state_expert", "closed_loop,dagger,coda_pass_fail,coda:eval_per_family=2"]
     assert experiment.run(argparse.Namespace(**{**vars(_args(out)), "overrides": overrides})) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     result = json.loads((out / "results.json").read_text())
     assert printed["results"] == result["results"]
     assert (result["seeds"], result["budget"], result["rounds"]) == ([1], 3, 1)
     assert result["settings"]["overrides"] == {"*": {"demonstrator": "state_expert"},
-                                               "closed_loop": {"eval_per_family": 2}, "coda": {"eval_per_family": 2}}
+                                               **{m: {"eval_per_family": 2} for m in METHODS[1:]}}
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["seed1"]  # --first-seed 1: no seed 0
     assert (out / "results.md").is_file()
     label = code_label(code_provenance())  # every run was computed by this checkout, in this process
@@ -90,8 +90,51 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
                 "SELECT outputs FROM loop_steps WHERE round = 0 AND step = 'evaluate'").fetchone()[0])
         assert outputs["reused_from"] == str((out / "seed1" / "sft").resolve())
 
+    # what every run spent is in its record, read from its memory: the equal-budget check of the table
+    from coda_loop.memory import MemoryStore
+    from coda_loop.step_results import DiagnoseResult, EpisodesResult, ProgramsResult, TrainResult
+
+    for method in METHODS[1:]:
+        budget = result["runs"][method]["1"]["budget"]
+        (row,) = budget["rounds"]
+        with MemoryStore(out / "seed1" / method / "memory.db") as store:
+            train = store.finished_step(1, TrainResult)
+            ran = store.finished_step(1, EpisodesResult)
+            lengths = [store.get("episode", e).payload["length"] for e in ran.episode_ids]
+            diagnosed = store.finished_step(1, DiagnoseResult)
+            diagnoses = [store.get("diagnosis", i).payload for i in diagnosed.diagnosis_ids]
+            programs = store.finished_step(1, ProgramsResult)
+        assert (row["round"], row["scenes"], row["probe_scenes"], row["cloning_steps"]) == (1, 3, 2, 20)
+        assert (row["episodes"], row["env_steps"]) == (5, sum(lengths)) and row["env_steps"] > 5
+        assert row["expert_labels"] == train.new_steps > 3 and row["new_demos"] == train.new_demos == 3
+        assert row["ppo_env_steps"] == train.rl.env_steps == 256 and train.rl.eval_episodes == 2
+        assert row["ppo_gate"] == {"family": train.rl.family, "before": train.rl.success_before,
+                                   "after": train.rl.success_after, "kept": train.rl.kept}
+        assert budget["totals"]["ppo_kept"] == [int(train.rl.kept), 1] and row["seconds"] > 0
+        corrective = train.corrective
+        assert (corrective is not None) == (method != "closed_loop")
+        if method == "closed_loop":
+            assert row["corrective"] == [0, 0]
+        else:
+            assert row["corrective"] == [corrective.failed_scenes, corrective.recovered]
+            assert corrective.failed_scenes >= 1  # a 30-step SFT policy fails its reach scenes
+        if method == "dagger":  # no critic: the takeover comes from the stage trace and names no failure mode
+            assert diagnoses == [] and diagnosed.skipped
+            assert corrective.by_mode and all(k.startswith("failed:") for k in corrective.by_mode)
+        if method == "coda_pass_fail":  # the critic ran, but only pass or fail reached the programs
+            assert len(diagnoses) == 5
+            assert {d["failure_mode"] for d in diagnoses} <= {"success", "timed_out"}
+            assert all(d["failure_step"] == -1 and d["text"] in ("the task succeeded", f"the {d['family']} task "
+                                                                 "was not completed") for d in diagnoses)
+            assert programs.potentials == {}  # the families' default programs shape PPO
+            assert corrective.by_mode and all(k.startswith("failed:") for k in corrective.by_mode)  # as dagger's
+        if method == "coda":
+            assert programs.potentials  # the diagnoses' own programs
+    assert "Budget spent per run" in (out / "results.md").read_text()
+    assert "| dagger | 1 | 3 | 5 |" in (out / "results.md").read_text()
+
     # paired differences to coda on the same held-out scenes: the point estimate is the difference of the means
-    assert set(result["paired"]) == {"sft", "closed_loop"}
+    assert set(result["paired"]) == {"sft", "closed_loop", "dagger", "coda_pass_fail"}
     pair = result["paired"]["closed_loop"]["test"]
     expected = result["results"]["coda"]["ood"]["mean"] - result["results"]["closed_loop"]["ood"]["mean"]
     assert pair["diff"] == pytest.approx(expected) and pair["seeds"] == 1 and pair["scenes"] == 2 * 2

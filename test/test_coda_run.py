@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from coda_engine.sim.families import get_family
-from coda_loop.config import LoopConfig, load_config, run_config
+from coda_loop.config import LoopConfig, MethodSpec, load_config, run_config
 from coda_loop.rounds import ROUND0_STEPS, ROUND_STEPS
 from coda_loop.step_results import (
     BCGate,
@@ -130,6 +130,21 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
     assert not LoopConfig(method="closed_loop").uses_critic
     ablation = LoopConfig(method="coda_no_potential")
     assert ablation.uses_memory and ablation.uses_critic and not ablation.uses_potentials
+    # the baselines with corrective data take over from the episode's own stage trace; coda from the diagnosis
+    takeovers = {m: (LoopConfig(method=m).spec.corrective, LoopConfig(method=m).spec.takeover)
+                 for m in ("open_loop", "dagger", "closed_loop_dagger", "coda_pass_fail", "coda")}
+    assert takeovers == {"open_loop": (False, "stage_trace"), "dagger": (True, "stage_trace"),
+                         "closed_loop_dagger": (True, "stage_trace"), "coda_pass_fail": (True, "stage_trace"),
+                         "coda": (True, "diagnosis")}
+    assert LoopConfig(method="closed_loop", corrective=True).spec.corrective  # any method may get corrective data
+    assert LoopConfig(method="closed_loop_dagger").generation_config() == LoopConfig().generation_config()
+    assert LoopConfig(method="coda_pass_fail").uses_critic and LoopConfig(method="coda_pass_fail").uses_memory
+    with pytest.raises(ValueError, match="reduced diagnoses need the critic"):
+        MethodSpec("uniform", critic=False, corrective=True, potentials=False, memory=False, diagnosis="pass_fail")
+    with pytest.raises(ValueError, match="diagnosis='some' must be one of"):
+        MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=True, diagnosis="some")
+    with pytest.raises(ValueError, match="potentials need the critic"):
+        MethodSpec("uniform", critic=False, corrective=False, potentials=True, memory=False)
 
 
 def test_a_run_folder_keeps_the_settings_its_method_resolved_when_the_defaults_change(

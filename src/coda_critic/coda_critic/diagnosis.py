@@ -12,6 +12,7 @@ an error that names the episode and the problem. Pure module: no rclpy.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -197,6 +198,25 @@ class Diagnosis:
             stamp_sec=int(stamp.get("sec", 0)),
             stamp_nanosec=int(stamp.get("nanosec", 0)),
         )
+
+
+def pass_fail(d: Diagnosis, ended_stage: int) -> Diagnosis:
+    """Return ``d`` reduced to what an episode's success flag says (the ``coda_pass_fail`` ablation).
+
+    A success stays a success with a plain text. A failure keeps its episode, scene, family, target and the scene's
+    own conditions (the scene's description, which a baseline without a critic reads as well) and loses everything
+    the critic found: its mode becomes ``timed_out`` (what every critic calls an episode that ran out of steps for no
+    reason it can name), its onset is unknown (-1), its text says only that the task was not completed, and its
+    failed stage is ``ended_stage``, the stage the episode's own recorded stage index ended in (no critic needed:
+    the ``dagger`` baselines read the same). A ValueError names a stage outside the family's stages.
+    """
+    names = stage_names(d.family)
+    if not d.is_failure:
+        return dataclasses.replace(d, text="the task succeeded", failure_step=-1)
+    if not 0 <= ended_stage < len(names):
+        raise ValueError(f"ended_stage={ended_stage} is not a stage of {d.family!r} (0..{len(names) - 1})")
+    return dataclasses.replace(d, failure_mode=MODE_TIMED_OUT, failure_step=-1, failed_stage=int(ended_stage),
+                               failed_stage_name=names[ended_stage], text=f"the {d.family} task was not completed")
 
 
 class EpisodeLike(Protocol):

@@ -40,19 +40,20 @@ class RoundPrograms:
 def plan_programs(diagnoses: Sequence[Diagnosis], round_index: int, budget: int, generation: GenerationConfig, *,
                   families: Sequence[str] | None = None, history: Sequence[Diagnosis] = (),
                   replay: Sequence[ReplayCandidate] = (), recent: Sequence[Diagnosis] = (), sft_epochs: int = 1,
-                  rl_env_steps: int = 0) -> RoundPrograms:
+                  rl_env_steps: int = 0, content: bool = True) -> RoundPrograms:
     """Plan the programs answering ``diagnoses``, the diagnoses of round ``round_index``'s episodes.
 
     ``budget`` scenes for round ``round_index + 1`` under ``generation`` (restricted to ``families`` when
     given); ``history``, ``replay`` and ``recent`` come from memory (see :meth:`GenerationPlanner.plan`; empty
-    without it). ``sft_epochs`` and ``rl_env_steps`` are written into the training program. A ValueError names
-    a bad budget or round.
+    without it). ``sft_epochs`` and ``rl_env_steps`` are written into the training program. ``content`` False: the
+    diagnoses say only pass or fail (:func:`coda_critic.diagnosis.pass_fail`), so no failure is translated by
+    Text2potential and every family keeps its default program. A ValueError names a bad budget or round.
     """
     if round_index < 0:
         raise ValueError(f"round_index={round_index} must be >= 0")
     program = GenerationPlanner(generation, families=families).plan(
         diagnoses, budget, round_index + 1, history=list(history), replay=list(replay), recent=list(recent))
-    plan = training_plan(diagnoses, round_index, sft_epochs=sft_epochs, rl_env_steps=rl_env_steps)
+    plan = training_plan(diagnoses if content else [], round_index, sft_epochs=sft_epochs, rl_env_steps=rl_env_steps)
     failures = Counter(d.family for d in diagnoses if d.is_failure)
     rl_family = failures.most_common(1)[0][0] if failures else ""
     stages = Counter(d.failed_stage for d in diagnoses if d.is_failure and d.family == rl_family)

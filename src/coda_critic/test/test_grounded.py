@@ -14,6 +14,7 @@ from coda_critic.diagnosis import (
     CriticInputError,
     Diagnosis,
     check_episodes,
+    pass_fail,
     position_region,
     stage_names,
 )
@@ -117,6 +118,29 @@ def test_grounded_labels_real_episodes(episodes):
     assert by_key[("pick_place", "drop")].failed_stage >= 1
     assert "lost it in the air" in by_key[("pick_place", "drop")].text
     assert "wrong object" in by_key[("reach", "wrong_object")].text.lower()
+
+
+def test_pass_fail_keeps_only_the_success_flag_and_the_episodes_own_stage(episodes):
+    """The coda_pass_fail ablation: mode, onset and text go; the scene's conditions and the recorded stage stay."""
+    keys = [("pick_place", "expert"), ("pick_place", "drop"), ("stack", "sweep"), ("reach", "wander")]
+    for key in keys:
+        ep = episodes[key]
+        full = GroundedCritic().diagnose([ep])[0]
+        ended = min(ep.stage_reached, ep.num_stages - 1)
+        reduced = pass_fail(full, ended)
+        assert (reduced.diagnosis_id, reduced.episode_ids, reduced.scene_id, reduced.family, reduced.conditions) == \
+            (full.diagnosis_id, full.episode_ids, full.scene_id, full.family, full.conditions)
+        assert reduced.is_failure == full.is_failure and reduced.failure_step == -1
+        if not full.is_failure:
+            assert reduced.failure_mode == "success" and reduced.text == "the task succeeded"
+            continue
+        assert full.failure_mode != "timed_out" and full.failure_step >= 0  # the critic found more than that
+        assert reduced.failure_mode == "timed_out" and reduced.text == f"the {key[0]} task was not completed"
+        assert (reduced.failed_stage, reduced.failed_stage_name) == (ended, stage_names(key[0])[ended])
+        assert reduced.failed_stage == full.failed_stage  # the grounded critic's stage is the recorded one
+        assert Diagnosis.from_dict(reduced.to_dict()) == reduced
+    with pytest.raises(ValueError, match="ended_stage=9 is not a stage of 'stack'"):
+        pass_fail(GroundedCritic().diagnose([episodes[("stack", "sweep")]])[0], 9)
 
 
 def test_thresholds_change_labels(episodes):

@@ -6,22 +6,32 @@ A *method* decides how a round's generation budget is spent and how the policy i
 paper's table compares them at the same budget. :data:`METHOD_SPECS` is the one table of what each
 method turns on (the loop reads it through ``LoopConfig.spec``, never by comparing method names):
 
-========================  ==========================================  ==========  ==========  ========
-method                    generation                                  corrective  RL reward   memory
-========================  ==========================================  ==========  ==========  ========
-``sft``                   none: the round-0 SFT policy only           -           -           -
-``open_loop``             fixed randomisation (families evenly)       no          sparse      no
-``closed_loop``           families / conditions by failure rate       no          sparse      no
-``coda_no_potential``     critic diagnoses -> generation program      yes         sparse      yes
-``coda_no_memory``        critic diagnoses, no history / retrieval    yes         staged      no
-``coda``                  critic diagnoses + memory history           yes         staged      yes
-========================  ==========================================  ==========  ==========  ========
+==========================  ==========================================  ==========  ==========  ========
+method                      generation                                  corrective  RL reward   memory
+==========================  ==========================================  ==========  ==========  ========
+``sft``                     none: the round-0 SFT policy only           -           -           -
+``open_loop``               fixed randomisation (families evenly)       no          sparse      no
+``closed_loop``             families / conditions by failure rate       no          sparse      no
+``dagger``                  fixed randomisation (families evenly)       stage trace sparse      no
+``closed_loop_dagger``      by failure rate, ``CODA_PLANNER``'s split   stage trace sparse      no
+``coda_pass_fail``          critic's pass/fail only -> program          stage trace default     yes
+``coda_no_potential``       critic diagnoses -> generation program      diagnosis   sparse      yes
+``coda_no_memory``          critic diagnoses, no history / retrieval    diagnosis   staged      no
+``coda``                    critic diagnoses + memory history           diagnosis   staged      yes
+==========================  ==========================================  ==========  ==========  ========
 
 *Corrective*: every generated scene gives one demonstration, as in every method; where the policy failed
-the scene and the critic named the failed stage, the state-based expert takes over from the policy at that
-stage (``coda_policy.corrective``) instead of demonstrating the scene from its start. The ``coda`` methods split
-their budget by ``coda_critic.generation.CODA_PLANNER`` (three quarters broad, a quarter replaying failed scenes
-from memory).
+the scene, the state-based expert takes over from the policy (``coda_policy.corrective``) instead of demonstrating
+the scene from its start, and every policy step before the takeover is kept with the expert's label. Where the
+takeover comes from differs, and that is all that differs: *diagnosis*, where the critic says the failure began
+(its onset step, else the entry of the failed stage); *stage trace*, with no critic content, the entry of the last
+stage the episode's own recorded stage trace reached (the family's stage check, which every episode records), so
+``dagger`` and ``closed_loop_dagger`` get the same kind of data as the ``coda`` methods. ``coda_pass_fail`` runs the
+critic but passes on only success or failure (:func:`coda_critic.diagnosis.pass_fail`): no failure mode, onset or
+cause reaches generation, the takeover or Text2potential (its potentials are the families' default programs).
+The ``coda`` methods split their budget by ``coda_critic.generation.CODA_PLANNER`` (three quarters broad, a quarter
+replaying failed scenes from memory); ``closed_loop_dagger`` uses the same split, whose quarter, without memory,
+is targeted at the families and conditions that failed most.
 
 Pure module: no rclpy.
 """
@@ -43,6 +53,7 @@ SPLITS = ("id", "position", "instruction", "object", "distractor")
 OOD_SPLITS = SPLITS[1:]
 CRITICS = ("grounded+learned", "grounded", "learned")
 GENERATION_KINDS = ("none", "uniform", "failure_rate", "diagnoses")
+DIAGNOSIS_KINDS = ("full", "pass_fail")
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,9 @@ class MethodSpec:
     """RL is shaped by the Text2potential staged potentials (else the sparse success reward)."""
     memory: bool
     """Planning reads the history of earlier rounds from memory."""
+    diagnosis: str = "full"
+    """With the critic: what its diagnoses pass on: ``full`` (failure mode, failed stage, onset, text, conditions) or
+    ``pass_fail`` (success or failure only, :func:`coda_critic.diagnosis.pass_fail`)."""
     focus_share: float = 0.0
     """Share of every behaviour-cloning batch drawn from the round's own demonstrations (0: uniform over all)."""
     planner: Mapping[str, Any] = field(default_factory=dict, hash=False)
@@ -71,15 +85,32 @@ class MethodSpec:
         """Check that the switches fit together."""
         if self.generation not in GENERATION_KINDS:
             raise ValueError(f"MethodSpec.generation={self.generation!r} must be one of {GENERATION_KINDS}")
-        if (self.generation == "diagnoses" or self.corrective or self.potentials) and not self.critic:
-            raise ValueError("MethodSpec: diagnosis-driven generation, corrective demonstrations and potentials "
-                             "need the critic")
+        if (self.generation == "diagnoses" or self.potentials) and not self.critic:
+            raise ValueError("MethodSpec: diagnosis-driven generation and potentials need the critic")
+        if self.diagnosis not in DIAGNOSIS_KINDS:
+            raise ValueError(f"MethodSpec.diagnosis={self.diagnosis!r} must be one of {DIAGNOSIS_KINDS}")
+        if self.diagnosis != "full" and not self.critic:
+            raise ValueError("MethodSpec: reduced diagnoses need the critic")
+
+    @property
+    def takeover(self) -> str:
+        """Where a corrective demonstration's expert takes over.
+
+        ``diagnosis``: the critic's onset, else its failed stage; ``stage_trace``: the last stage the episode's
+        recorded stage trace reached (no critic content).
+        """
+        return "diagnosis" if self.critic and self.diagnosis == "full" else "stage_trace"
 
 
 METHOD_SPECS: dict[str, MethodSpec] = {
     "sft": MethodSpec("none", critic=False, corrective=False, potentials=False, memory=False),
     "open_loop": MethodSpec("uniform", critic=False, corrective=False, potentials=False, memory=False),
     "closed_loop": MethodSpec("failure_rate", critic=False, corrective=False, potentials=False, memory=False),
+    "dagger": MethodSpec("uniform", critic=False, corrective=True, potentials=False, memory=False),
+    "closed_loop_dagger": MethodSpec("failure_rate", critic=False, corrective=True, potentials=False, memory=False,
+                                     planner=CODA_PLANNER),
+    "coda_pass_fail": MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=True,
+                                 planner=CODA_PLANNER, diagnosis="pass_fail"),
     "coda_no_potential": MethodSpec("diagnoses", critic=True, corrective=True, potentials=False, memory=True,
                                     planner=CODA_PLANNER),
     "coda_no_memory": MethodSpec("diagnoses", critic=True, corrective=True, potentials=True, memory=False,
@@ -148,7 +179,8 @@ class LoopConfig:
     """How far below its parent (mean success over families) a BC update may score and still be kept."""
     corrective: bool | None = None
     """Corrective demonstrations for the scenes the policy failed (the expert takes over at the diagnosed failed
-    stage); None: the method's default (``METHOD_SPECS``). Needs a method with the critic."""
+    stage, or without the critic at the last stage its recorded stage trace reached); None: the method's default
+    (``METHOD_SPECS``)."""
     focus_share: float | None = None
     """Share of every behaviour-cloning batch drawn from the round's own demonstrations; None: the method's
     default (``METHOD_SPECS``)."""
@@ -269,8 +301,6 @@ class LoopConfig:
             errors.append(f"bc_gate_tolerance={self.bc_gate_tolerance} must be in [0, 1]")
         if not 0.0 < self.finetune_lr < 1.0:
             errors.append(f"finetune_lr={self.finetune_lr} must be in (0, 1)")
-        if self.method in METHOD_SPECS and self.corrective and not METHOD_SPECS[self.method].critic:
-            errors.append(f"corrective=True needs a method with the critic, not {self.method!r}")
         try:
             self.generation_config()
         except (TypeError, ValueError) as error:

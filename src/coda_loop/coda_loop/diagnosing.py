@@ -86,6 +86,7 @@ class DiagnoseStep:
         critic = self._critic(r)
         version = self._record_critic(r, critic)
         diagnoses = critic.diagnose(episodes) if episodes else []
+        found = diagnoses  # what the critic found (the learned critic's teacher), whatever steering passes on
         real_diagnoses = []
         if real:  # no privileged state on real arms: the learned critic diagnoses them, whatever steers sim
             from coda_critic.learned import load_critic
@@ -93,6 +94,14 @@ class DiagnoseStep:
             seer = critic if hasattr(critic, "version") else load_critic(self._learned_folder(r), self.embedder)
             self._record_critic(r, seer, self._learned_folder(r))
             real_diagnoses = seer.diagnose(real)
+        if self.config.spec.diagnosis == "pass_fail":  # only success or failure reaches the programs and training
+            from coda_critic.diagnosis import pass_fail
+
+            def reduce(found: list[Any], eps: list[Any]) -> list[Any]:
+                return [pass_fail(d, min(ep.stage_reached, ep.num_stages - 1))
+                        for d, ep in zip(found, eps, strict=True)]
+
+            diagnoses, real_diagnoses = reduce(diagnoses, episodes), reduce(real_diagnoses, real)
         ids = []
         for d in [*diagnoses, *real_diagnoses]:
             ids.append(self.store.put_diagnosis(r, d.to_dict()).record_id)
@@ -112,7 +121,7 @@ class DiagnoseStep:
         if real:
             out.real_diagnosis_ids = ids[len(ids) - len(real_diagnoses):]
         if self.config.critic == "grounded+learned" and self.config.uses_critic:
-            out.learned = self._learned_critic_round(r, episodes, diagnoses[:len(episodes)])
+            out.learned = self._learned_critic_round(r, episodes, found)
         return out
 
     def _learned_critic_round(self, r: int, episodes: list[Any], grounded: list[Any]) -> LearnedCriticRound:

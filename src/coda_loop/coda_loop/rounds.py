@@ -458,7 +458,8 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
             probes = {sid for k in range(r + 1) for sid in self.output(k, GenerateResult).probe_ids}
             replay = replay_candidates([(k, d) for k, d in played if d.scene_id not in probes])
         planned = plan_programs(diagnoses, r, cfg.budget, generation, families=cfg.families, history=history,
-                                replay=replay, recent=recent, sft_epochs=1, rl_env_steps=cfg.rl_env_steps)
+                                replay=replay, recent=recent, sft_epochs=1, rl_env_steps=cfg.rl_env_steps,
+                                content=cfg.spec.diagnosis == "full")
         program, plan = planned.generation, planned.training
         self.store.put_program(r, "generation_program", program.to_dict(), record_id=program.program_id,
                                diagnosis_ids=planned.cause_diagnosis_ids)

@@ -384,6 +384,10 @@ class RLResult(Part):
     seconds: float = 0.0
     success_demos: int = 0
     """Successful rollout episodes kept as demonstrations for later rounds (``rl_success_demos``)."""
+    env_steps: int = 0
+    """Environment steps PPO simulated (0 in records made before it was recorded)."""
+    eval_episodes: int = 0
+    """Episodes of the gate, each of the policy before and after (0 in records made before it was recorded)."""
 
 
 @dataclass(kw_only=True)

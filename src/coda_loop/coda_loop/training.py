@@ -26,12 +26,22 @@ from coda_engine.episodes import SOURCE_REAL
 from coda_engine.sim.scene import Scene
 from coda_loop.config import LoopConfig
 from coda_loop.files import atomic_json
-from coda_loop.step_results import BCGate, CorrectiveStats, GenerateResult, ProgramsResult, RLResult, TrainResult
+from coda_loop.step_results import (
+    BCGate,
+    CorrectiveStats,
+    EpisodesResult,
+    GenerateResult,
+    ProgramsResult,
+    RLResult,
+    TrainResult,
+)
 
 NEVER = 1 << 30
 """A takeover step no episode reaches: the policy acts to the end."""
 RELABELLED_SUCCESS = "relabelled_success"
 """The takeover mode of a successful episode kept with the expert's labels (``relabel_successes``)."""
+TRACE_FAILURE = "failed"
+"""The takeover mode of a failed episode taken over by its stage trace alone (no critic: no failure mode)."""
 
 
 class TrainStep:
@@ -190,29 +200,44 @@ class TrainStep:
     def _takeovers(self, r: int) -> dict[str, tuple[int, str]]:
         """Return scene id -> (takeover step, failure mode) of every failed simulated episode of round ``r``.
 
-        The takeover is where its failure began when the critic could tell, else where it entered the failed stage.
-        With ``relabel_successes`` the successful simulated episodes are included as (``NEVER``,
-        ``RELABELLED_SUCCESS``).
+        ``MethodSpec.takeover`` decides where: ``diagnosis``, where the critic says the failure began, else where
+        the episode entered the diagnosed failed stage; ``stage_trace`` (no critic content), the entry of the last
+        stage the episode's recorded stage trace reached (its mode is then ``failed``). With ``relabel_successes``
+        the successful simulated episodes are included as (``NEVER``, ``RELABELLED_SUCCESS``).
         """
-        from coda_policy.corrective import takeover_step
+        from coda_policy.corrective import takeover_step, trace_takeover
 
+        cfg = self.config
+        by_diagnosis = cfg.spec.takeover == "diagnosis"
+        if by_diagnosis:
+            rows = [(d.scene_id, d.family, d.episode_ids[0], d) for d in self._diagnoses(r)]
+        else:
+            rows = []
+            for episode_id in self.output(r, EpisodesResult).episode_ids:
+                record = self.store.get("episode", episode_id)
+                scene_id = str(record.payload["scene_id"]) if record is not None else ""
+                rows.append((scene_id, self._scenes([scene_id])[0].family if scene_id else "", episode_id, None))
         out: dict[str, tuple[int, str]] = {}
-        for d in self._diagnoses(r):
-            if d.family in self.config.corrective_skip_families:
+        for scene_id, family, episode_id, d in rows:
+            if family in cfg.corrective_skip_families or scene_id in out:
                 continue
-            relabel = self.config.relabel_successes and not d.is_failure
-            if not (relabel or (d.is_failure and d.failed_stage >= 0)) or d.scene_id in out:
-                continue
-            record = self.store.get("episode", d.episode_ids[0])
+            record = self.store.get("episode", episode_id)
             if record is None or record.payload.get("source", 0) == SOURCE_REAL:
                 continue
-            if relabel:  # the policy acts to the end; every one of its steps is kept with the expert's label
-                out[d.scene_id] = (NEVER, RELABELLED_SUCCESS)
+            success = bool(record.payload.get("success")) if d is None else not d.is_failure
+            if success and cfg.relabel_successes:  # the policy acts to the end; every step keeps the expert's label
+                out[scene_id] = (NEVER, RELABELLED_SUCCESS)
                 continue
-            samples = record.payload.get("samples") or []
-            step = takeover_step([int(x["step"]) for x in samples], [int(x["stage"]) for x in samples],
-                                 d.failed_stage, self.config.corrective_margin, d.failure_step)
-            out[d.scene_id] = (step, d.failure_mode)
+            if success or (d is not None and d.failed_stage < 0):
+                continue
+            samples = record.payload.get("trajectory") or []
+            steps, stages = [int(x["step"]) for x in samples], [int(x["stage"]) for x in samples]
+            if d is not None:
+                out[scene_id] = (takeover_step(steps, stages, d.failed_stage, cfg.corrective_margin, d.failure_step),
+                                 d.failure_mode)
+            else:
+                out[scene_id] = (trace_takeover(steps, stages, int(record.payload.get("num_stages", 1)),
+                                                cfg.corrective_margin), TRACE_FAILURE)
         return out
 
     def _corrective_episodes(self, jobs: list[tuple[Scene, tuple[int, str]]], version: str) -> list[Any]:
@@ -291,4 +316,5 @@ class TrainStep:
         return RLResult(version=version, family=family, shaped=bool(program) or cfg.uses_potentials,
                         start_stage=stage, program=program.splitlines()[0] if program else "",
                         success_before=before, success_after=after, kept=kept, seconds=round(result.seconds, 1),
-                        success_demos=result.successes)
+                        success_demos=result.successes, env_steps=int(result.env_steps),
+                        eval_episodes=cfg.rl_eval_episodes)

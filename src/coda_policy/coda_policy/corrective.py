@@ -13,7 +13,9 @@ expert as well (DAgger labels: what the expert would have done where the policy 
 Where to take over is the critic's decision: :func:`takeover_step` takes the diagnosis's failure step (when
 the failure began: the first touch that tipped an object, the last step the target was held, ...) minus a
 margin; a critic that cannot tell the onset gives the failed stage, read against the episode's stage trace
-(the step the policy entered that stage, minus the margin). The run is deterministic (the policy's action
+(the step the policy entered that stage, minus the margin). Without a critic (the ``dagger`` baselines),
+:func:`trace_takeover` reads the takeover off the episode's own recorded stage trace alone: the entry of the last
+stage it reached, minus the margin. The run is deterministic (the policy's action
 mean, MuJoCo), so replaying the policy up to that step reaches the state the diagnosed episode was in.
 
 Pure module: no rclpy.
@@ -91,6 +93,21 @@ def takeover_step(trace_steps: Sequence[int], trace_stages: Sequence[int], faile
         if stage >= failed_stage:
             return max(int(step) - margin, 0)
     return 0
+
+
+def trace_takeover(trace_steps: Sequence[int], trace_stages: Sequence[int], num_stages: int, margin: int) -> int:
+    """Step at which the expert takes over a failed episode, from its recorded stage trace alone (no critic).
+
+    The failed stage is the last one the trace reached (stage indices are latched), capped at the family's last
+    stage (``num_stages`` - 1: an episode that completed every stage but failed the success check is taken over
+    in its last stage); the takeover is that stage's entry minus ``margin``, as :func:`takeover_step` reads a
+    diagnosed stage. An empty trace takes over at the start.
+    """
+    if num_stages < 1:
+        raise ValueError(f"num_stages={num_stages} must be >= 1")
+    if not len(trace_stages):
+        return 0
+    return takeover_step(trace_steps, trace_stages, min(max(int(s) for s in trace_stages), num_stages - 1), margin)
 
 
 def run_corrective(arm: object, scene: Scene, policy: ActionFn, takeover: int, relabel: int = 0,

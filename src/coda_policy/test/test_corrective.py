@@ -12,7 +12,7 @@ from coda_engine.sim.expert import run_episode
 from coda_engine.sim.families.push import _push_height
 from coda_engine.sim.generator import generate
 from coda_engine.sim.scene import SceneParams
-from coda_policy.corrective import CorrectiveConfig, run_corrective, takeover_step
+from coda_policy.corrective import CorrectiveConfig, run_corrective, takeover_step, trace_takeover
 from coda_policy.data import from_episodes
 from coda_policy.model import action_targets
 
@@ -34,6 +34,17 @@ def test_takeover_is_the_entry_of_the_failed_stage_minus_the_margin():
     assert takeover_step(steps, stages, failed_stage=2, margin=2, failure_step=1) == 0
     with pytest.raises(ValueError, match="differ in length"):
         takeover_step(steps, stages[:-1], failed_stage=1, margin=0)
+
+
+def test_trace_takeover_reads_the_last_stage_reached_without_a_critic():
+    steps, stages = [0, 2, 4, 6, 8, 10], [0, 0, 1, 1, 2, 2]
+    assert trace_takeover(steps, stages, num_stages=4, margin=2) == 6  # stage 2 entered at step 8
+    assert trace_takeover(steps, stages, num_stages=4, margin=2) == takeover_step(steps, stages, 2, 2)
+    assert trace_takeover(steps, [0, 0, 1, 1, 3, 3], num_stages=3, margin=0) == 8  # capped at the last stage (2)
+    assert trace_takeover(steps, [0] * 6, num_stages=3, margin=1) == 0  # never left the first stage
+    assert trace_takeover([], [], num_stages=3, margin=1) == 0
+    with pytest.raises(ValueError, match="num_stages=0"):
+        trace_takeover(steps, stages, num_stages=0, margin=1)
 
 
 def test_config_rejects_negative_steps():

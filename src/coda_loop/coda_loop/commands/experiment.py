@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from coda_loop.budget import run_budget
 from coda_loop.config import METHODS, OOD_SPLITS, PRESETS, SPLITS, LoopConfig, run_config
 from coda_loop.step_results import EvaluateResult
 
@@ -172,6 +173,7 @@ def _run_record(run_dir: Path, config: LoopConfig, summary: dict[str, Any]) -> d
         "outcomes": last_outcomes(run_dir, config.rounds),
         "rounds": [{"round": row["round"], **row["per_split"], "ood": row["ood"]} for row in summary["rounds"]],
         "code": summary.get("code", []),
+        "budget": run_budget(run_dir),
     }
     if "validation" in last:
         record["validation"] = {**last["validation"]["per_split"], "ood": last["validation"]["ood"]}

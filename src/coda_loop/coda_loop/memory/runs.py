@@ -48,6 +48,12 @@ class RunRecords(RecordFile):
             rows = conn.execute("SELECT round, step FROM loop_steps ORDER BY finished, rowid").fetchall()
         return [(int(r), str(s)) for r, s in rows]
 
+    def step_times(self) -> list[tuple[int, str, float]]:
+        """Return every finished (round, step, Unix time it finished), in the order they finished."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT round, step, finished FROM loop_steps ORDER BY finished, rowid").fetchall()
+        return [(int(r), str(s), float(t)) for r, s, t in rows]
+
     def record_start(self, first_round: int, provenance: dict) -> int:
         """Record that the run (re)starts at round ``first_round`` with this code (``coda_loop.provenance``).
 

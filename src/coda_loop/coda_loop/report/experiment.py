@@ -23,14 +23,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from coda_loop.budget import budget_table
 from coda_loop.report.svg import esc, grouped_bar_chart, line_chart
 
-METHODS: tuple[str, ...] = ("sft", "open_loop", "closed_loop", "coda_no_potential", "coda_no_memory", "coda")
+METHODS: tuple[str, ...] = ("sft", "open_loop", "closed_loop", "dagger", "closed_loop_dagger", "coda_pass_fail",
+                             "coda_no_potential", "coda_no_memory", "coda")
 """Methods in table order."""
 METHOD_NAMES: dict[str, str] = {
     "sft": "SFT only",
     "open_loop": "open-loop generation",
     "closed_loop": "closed-loop (no critic)",
+    "dagger": "DAgger (open-loop + corrective)",
+    "closed_loop_dagger": "closed-loop + corrective",
+    "coda_pass_fail": "CoDA, pass/fail diagnoses",
     "coda_no_potential": "CoDA w/o Text2potential",
     "coda_no_memory": "CoDA w/o memory",
     "coda": "CoDA",
@@ -152,7 +157,10 @@ def markdown(result: Mapping[str, Any]) -> str:
     code = _code_line(result)
     if code:
         notes.append(code)
-    return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n" + _paired_table(result) + _validation_table(result)
+    budgets = {m: {s: r["budget"] for s, r in by_seed.items() if isinstance(r, dict) and r.get("budget")}
+               for m, by_seed in (result.get("runs") or {}).items()}
+    return ("\n".join(lines) + "\n\n" + "\n".join(notes) + "\n" + _paired_table(result) + _validation_table(result)
+            + budget_table(budgets))
 
 
 def _signed(value: float) -> str:
