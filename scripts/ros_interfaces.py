@@ -193,7 +193,7 @@ def markdown(executables: tuple[Executable, ...] = EXECUTABLES, timeout: float =
         out = []
         for executable in executables:
             main = built[executable.name][0]
-            out.append(f"#### `{executable.name}` (`ros2 run {executable.package} {executable.name}`)\n")
+            out.append(f"### `{executable.name}` (`ros2 run {executable.package} {executable.name}`)\n")
             out.append("| node | interface | name | type |")
             out.append("| --- | --- | --- | --- |")
             for node in executable.nodes:
