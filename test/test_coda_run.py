@@ -475,10 +475,11 @@ def test_mixed_run_with_two_sim_workers_and_a_stand_in_arm(tmp_path: Path, ros_d
 
 ROUND_OPTIONS = {**TINY, "families": ["push"], "rl_env_steps": 256, "bc_gate_episodes": 3, "bc_gate_tolerance": 0.0,
                  "corrective_relabel": 1000, "corrective_beside_start": True, "relabel_successes": True,
-                 "demonstrator": "state_expert", "corrective_skip_families": [], "bc_potential_weight": 1.0}
-"""A coda round with the BC gate, on-policy labels, the state expert demonstrating and cloning weighted by the round's
-potentials (what the tests below read); push scenes only, so corrective push demonstrations are switched back on
-(the default skips push)."""
+                 "demonstrator": "state_expert", "corrective_skip_families": [], "bc_potential_weight": 1.0,
+                 "planner": {"edit_replays": True}}
+"""A coda round with the BC gate, on-policy labels, the state expert demonstrating, cloning weighted by the round's
+potentials and failed scenes replayed edited (what the tests below read); push scenes only, so corrective push
+demonstrations are switched back on (the default skips push)."""
 
 
 @pytest.fixture(scope="module")
@@ -492,6 +493,32 @@ def optioned_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield loop
     finally:
         loop.close()
+
+
+def test_failed_scenes_are_replayed_edited_along_their_diagnosed_failure(optioned_loop: Any) -> None:
+    """GenerationConfig.edit_replays: the replayed scene is a stored edit of a failed one, and the round uses it."""
+    from coda_critic.generation import EDITS_FOR_MODE, BudgetAllocation, replayed_scene, scene_edits
+    from coda_engine.sim.scene import Scene
+
+    loop = optioned_loop
+    gen = loop.output(1, GenerateResult)
+    program = loop.store.get("generation_program", gen.program_id).payload
+    (allocation,) = [a for a in map(BudgetAllocation.from_dict, program["allocations"]) if replayed_scene(a)]
+    (original,) = loop._scenes([replayed_scene(allocation)])
+    (failed,) = [d for d in loop._diagnoses(0) if d.scene_id == original.scene_id]
+    assert failed.is_failure and scene_edits(allocation) == EDITS_FOR_MODE[failed.failure_mode]
+    assert gen.replayed_scenes == 1 and sum(gen.edited_scenes.values()) == 1
+    (operator,) = gen.edited_scenes
+    assert operator in scene_edits(allocation)
+    (edited_id,) = [i for i in gen.scene_ids if i.startswith("r001-edit-")]
+    record = loop.store.get("scene", edited_id)
+    edited = Scene.from_dict(record.payload)
+    assert (record.payload["origin"], record.payload["program_id"]) == ("edited", gen.program_id)
+    assert edited.meta["edit"] == {"from": original.scene_id, "operator": operator}
+    assert (edited.instruction, edited.family, edited.round) == (original.instruction, original.family, 1)
+    assert original.scene_id not in gen.scene_ids  # the edit replaced the exact replay
+    ran = [loop.store.get("episode", e).payload for e in loop.output(1, EpisodesResult).episode_ids]
+    assert sum(p["scene_id"] == edited_id for p in ran) == 1  # the policy ran on it
 
 
 def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_was(optioned_loop: Any,

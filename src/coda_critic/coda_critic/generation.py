@@ -17,7 +17,10 @@
   ``replay`` candidates come from memory (:func:`replay_candidates`); the highest priorities are taken
   (prioritised level replay: failure rate over the attempts, plus ``staleness_weight`` times the rounds
   since the scene was last played, normalised); a scene failed ``max_scene_attempts`` times is given up.
-  Causes are the scene's failed diagnoses. Unused share goes to the targeted scenes.
+  Causes are the scene's failed diagnoses. Unused share goes to the targeted scenes. With ``edit_replays``
+  the scene is not played exactly but edited one small step along its latest diagnosed failure
+  (``Condition("edit", <operators>)``, the operators of :data:`EDITS_FOR_MODE` in the order to try; the loop
+  applies the first that gives a valid scene, :mod:`coda_engine.sim.edits`, else plays it exactly).
 * **replay**: conditions that failed before (``history``: failure rate >= ``failing_rate``) and now
   pass (failure rate <= ``fixed_rate``) are replayed so nothing is forgotten; causes are the earlier
   failures and the current successes. Without such conditions the share replays the families that
@@ -52,6 +55,19 @@ from coda_engine.sim.vocab import load_vocabulary
 KIND_TARGETED, KIND_EXPLORATION, KIND_REPLAY = "targeted", "exploration", "replay"
 KINDS = (KIND_TARGETED, KIND_EXPLORATION, KIND_REPLAY)
 TARGET_RULES = ("failure_rate", "learning_potential")
+EDITS_FOR_MODE: Mapping[str, tuple[str, ...]] = types.MappingProxyType({
+    "wrong_object": ("distractor_closer", "target_shift"),
+    "knocked_over": ("distractor_closer", "target_shift"),
+    "missed_grasp": ("target_yaw", "target_shift"),
+    "dropped": ("target_mass", "target_shift"),
+    "misplaced": ("goal_shift", "target_shift"),
+    "never_approached": ("target_shift",),
+    "timed_out": ("target_shift",),
+})
+"""Failure mode -> the scene edits that answer it, in the order to try (``coda_engine.sim.edits``): a wrong object
+or a knocked one brings the distractor nearer; a missed grasp turns the target; a drop makes it heavier; a misplaced
+one moves the goal; a target never reached, or reached too slowly, moves. A diagnosis reduced to pass/fail
+(``timed_out``) only ever moves the target."""
 REGIONS = tuple(f"{side}_{depth}" for side in ("left", "center", "right") for depth in ("near", "far"))
 
 
@@ -100,6 +116,9 @@ class GenerationConfig:
     """A failing group is fixed when its current failure rate is at most this."""
     scene_replay_share: float = 0.25
     """Fraction of the budget replaying failed scenes of earlier rounds (needs ``replay`` candidates)."""
+    edit_replays: bool = False
+    """Scene replays play the failed scene edited one small step along its latest diagnosed failure
+    (:data:`EDITS_FOR_MODE`) instead of exactly as it was."""
     max_scene_attempts: int = 3
     """A scene failed this many times is no longer replayed."""
     staleness_weight: float = 0.3
@@ -254,6 +273,8 @@ class ReplayCandidate:
     """Whether its latest attempt failed."""
     failed_diagnosis_ids: tuple[str, ...]
     """Its failed diagnoses (the causes of a replay)."""
+    last_mode: str = ""
+    """Failure mode of its latest failed diagnosis ("" if it never failed)."""
 
 
 def replay_candidates(history: Sequence[tuple[int, Diagnosis]]) -> list[ReplayCandidate]:
@@ -267,7 +288,8 @@ def replay_candidates(history: Sequence[tuple[int, Diagnosis]]) -> list[ReplayCa
         out.append(ReplayCandidate(scene_id=scene_id, family=rows[-1][1].family, attempts=len(rows),
                                    failures=sum(d.is_failure for _, d in rows), last_round=rows[-1][0],
                                    last_failed=rows[-1][1].is_failure,
-                                   failed_diagnosis_ids=tuple(d.diagnosis_id for _, d in rows if d.is_failure)))
+                                   failed_diagnosis_ids=tuple(d.diagnosis_id for _, d in rows if d.is_failure),
+                                   last_mode=next((d.failure_mode for _, d in reversed(rows) if d.is_failure), "")))
     return out
 
 
@@ -374,11 +396,13 @@ class GenerationPlanner:
             n_target = 0
         allocations: list[BudgetAllocation] = []
         for c in scenes:
+            edits = EDITS_FOR_MODE.get(c.last_mode, ()) if cfg.edit_replays else ()
             allocations.append(BudgetAllocation(
-                KIND_REPLAY, c.family, [Condition("family", c.family), Condition("scene", c.scene_id)], 1,
+                KIND_REPLAY, c.family, [Condition("family", c.family), Condition("scene", c.scene_id),
+                                        *([Condition("edit", ",".join(edits))] if edits else [])], 1,
                 list(c.failed_diagnosis_ids),
-                f"replay scene: {c.scene_id} failed {c.failures} of {c.attempts} attempts, last in round "
-                f"{c.last_round}"))
+                f"{'edit' if edits else 'replay'} scene: {c.scene_id} failed {c.failures} of {c.attempts} "
+                f"attempts, last in round {c.last_round}" + (f" ({c.last_mode}: {', '.join(edits)})" if edits else "")))
         for (group, causes, reason), count in zip(targeted, split_counts(n_target, [len(c) for _, c, _ in targeted]),
                                                   strict=True):
             allocations.append(BudgetAllocation(KIND_TARGETED, group[0], _conditions(group), count, causes, reason))
@@ -512,3 +536,9 @@ def matches(scene: Scene, conditions: Sequence[Condition]) -> bool:
 def replayed_scene(allocation: BudgetAllocation) -> str:
     """Return the scene id a scene-replay allocation plays again ("" for one that generates new scenes)."""
     return next((c.value for c in allocation.conditions if c.key == "scene"), "")
+
+
+def scene_edits(allocation: BudgetAllocation) -> tuple[str, ...]:
+    """Return the edits a scene replay asks for, in the order to try (empty: play the scene exactly)."""
+    value = next((c.value for c in allocation.conditions if c.key == "edit"), "")
+    return tuple(v for v in value.split(",") if v)

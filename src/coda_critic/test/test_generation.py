@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 
 from coda_critic.actors import make_actor
-from coda_critic.diagnosis import Condition
+from coda_critic.diagnosis import FAILURE_MODES, Condition
 from coda_critic.generation import (
+    EDITS_FOR_MODE,
     GenerationConfig,
     GenerationPlanner,
     GenerationProgram,
     matches,
     replay_candidates,
     replayed_scene,
+    scene_edits,
     scene_params,
     split_counts,
     trainable,
@@ -180,6 +182,42 @@ def test_failed_scenes_are_replayed_by_priority(batches):
     scene = generate("pick_place", np.random.default_rng(1), SceneParams())
     assert matches(scene, [Condition("family", "pick_place"), Condition("scene", scene.scene_id)])
     assert not matches(scene, [Condition("scene", "another")])
+
+
+def test_edited_replays_ask_for_the_edits_of_the_latest_failure(batches):
+    """GenerationConfig.edit_replays: each replayed scene comes with the edits its latest diagnosed mode asks for."""
+    import dataclasses
+
+    from coda_critic.diagnosis import pass_fail
+
+    round1, round2 = batches
+    drops = [d for d in round1 if d.family == "pick_place"]
+    assert {d.failure_mode for d in drops} == {"dropped"}
+    history = [(1, d) for d in round1] + [(2, dataclasses.replace(drops[1], diagnosis_id="later",
+                                                                  failure_mode="missed_grasp"))]
+    candidates = {c.scene_id: c for c in replay_candidates(history)}
+    assert candidates[drops[0].scene_id].last_mode == "dropped"
+    assert candidates[drops[1].scene_id].last_mode == "missed_grasp"  # the latest failure decides
+    assert candidates[next(d for d in round1 if d.family == "reach").scene_id].last_mode == ""
+    edits = GenerationPlanner(GenerationConfig(scene_replay_share=0.25, edit_replays=True))
+    program = edits.plan(round2, budget=48, round_index=3, replay=list(candidates.values()))
+    replays = [a for a in program.allocations if replayed_scene(a)]
+    assert len(replays) == 9  # every scene whose latest attempt failed: six drops, three pushes never approached
+    for a in replays:
+        assert scene_edits(a) == EDITS_FOR_MODE[candidates[replayed_scene(a)].last_mode]
+        assert a.reason.startswith("edit scene: ")
+    assert {scene_edits(a) for a in replays} == {("target_yaw", "target_shift"), ("target_mass", "target_shift"),
+                                                ("target_shift",)}
+    # the same program without the option plays every scene exactly
+    exact = GenerationPlanner(GenerationConfig(scene_replay_share=0.25)).plan(
+        round2, budget=48, round_index=3, replay=list(candidates.values()))
+    assert [replayed_scene(a) for a in exact.allocations if replayed_scene(a)] == [replayed_scene(a) for a in replays]
+    assert not any(scene_edits(a) for a in exact.allocations)
+    # pass/fail diagnoses name no cause: every edit they ask for is a move of the target
+    reduced = replay_candidates([(1, pass_fail(d, max(d.failed_stage, 0))) for d in round1])
+    blind = edits.plan(round2, budget=16, round_index=3, replay=reduced)
+    assert {scene_edits(a) for a in blind.allocations if replayed_scene(a)} == {("target_shift",)}
+    assert set(EDITS_FOR_MODE) == set(FAILURE_MODES)  # every failure mode has its edits
 
 
 def _as_success(d):

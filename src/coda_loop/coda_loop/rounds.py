@@ -340,19 +340,25 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         return data
 
     def _step_generate(self, r: int) -> GenerateResult:
-        from coda_critic.generation import BudgetAllocation, matches, replayed_scene, scene_params
+        from coda_critic.generation import BudgetAllocation, matches, replayed_scene, scene_edits, scene_params
         from coda_engine.sim.generator import draw_seed
 
         cfg = self.config
         source = self.scene_source
         program = self._generation_program(r)
         rng = self._rng(r, 1)
-        scene_ids, unmet, families, replayed = [], 0, Counter(), 0
+        edit_rng = self._rng(r, 3)  # its own stream: an edit leaves every other draw of the round as it was
+        scene_ids, unmet, families, replayed, edited = [], 0, Counter(), 0, Counter()
         for line in program["allocations"]:
             allocation = BudgetAllocation.from_dict(line)
             again = replayed_scene(allocation)
-            if again:  # the stored scene, played again
-                self._scenes([again])
+            if again:  # the stored scene, played again: exactly, or edited along its diagnosed failure
+                (scene,) = self._scenes([again])
+                done = self._edited(r, scene, scene_edits(allocation), edit_rng, program["program_id"],
+                                    sum(edited.values()))
+                if done is not None:
+                    again = done[0]
+                    edited[done[1]] += 1
                 scene_ids.append(again)
                 families[allocation.family] += 1
                 replayed += 1
@@ -374,7 +380,27 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 (scene,) = source.generate(family, [draw_seed(self._rng(10_000, f, k))], SceneParams(split="id"), r)
                 probe_ids.append(self.store.put_scene(r, scene.to_dict(), origin="probe").record_id)
         return GenerateResult(program_id=program["program_id"], scene_ids=scene_ids, probe_ids=probe_ids, unmet=unmet,
-                              families=dict(families), replayed_scenes=replayed, generator=source.where)
+                              families=dict(families), replayed_scenes=replayed, generator=source.where,
+                              edited_scenes=dict(sorted(edited.items())))
+
+    def _edited(self, r: int, scene: Scene, edits: tuple[str, ...], rng: np.random.Generator, program_id: str,
+                k: int) -> tuple[str, str] | None:
+        """Store ``scene`` edited by the first of ``edits`` that gives a valid scene; return (its id, the edit).
+
+        None when no edit was asked for or none applies (the scene is then played exactly). Edits run here, in the
+        loop's process, whichever scene source generates new scenes.
+        """
+        from coda_engine.sim.edits import EditError, edit_scene
+
+        for operator in edits:
+            try:
+                new = edit_scene(scene, operator, rng, self.config.scene_params(), scene_id=f"r{r:03d}-edit-{k:04d}",
+                                 round_index=r)
+            except EditError:
+                continue
+            self.store.put_scene(r, new.to_dict(), origin="edited", program_id=program_id)
+            return new.scene_id, operator
+        return None
 
     def _step_episodes(self, r: int) -> EpisodesResult:
         gen = self.output(r, GenerateResult)

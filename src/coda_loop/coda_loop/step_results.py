@@ -164,6 +164,8 @@ class GenerateResult(StepResult):
     """Stored scenes played again (scene replay from memory)."""
     generator: str = ""
     """Where the scenes were generated: ``in_process`` or the ``GenerateScenes`` service used."""
+    edited_scenes: dict[str, int] = field(default_factory=dict)
+    """Of the replays, scenes edited along their diagnosed failure, per edit (``GenerationConfig.edit_replays``)."""
 
 
 # ---------------------------------------------------------------------------------------------------- episodes
