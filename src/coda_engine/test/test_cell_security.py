@@ -30,7 +30,7 @@ def test_exposure_is_named(env: dict[str, str], exposed: str) -> None:
         assert warning == ""
     if "WITHOUT" in warning:
         for remedy in ("reset_estop", "ROS_SECURITY_STRATEGY=Enforce", "ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST",
-                       "Running a cell securely"):
+                       "docs/security.md"):
             assert remedy in warning
 
 

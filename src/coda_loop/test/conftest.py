@@ -50,4 +50,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(
             f"{len(_left_out)} launch test file(s) of src/coda_loop/test not collected "
             f"({', '.join(sorted(_left_out))}): {_why_not(config)}. They run on a ROS 2 install: "
-            "colcon test --packages-select coda_loop, or launch_test FILE (README: 'Launch tests').")
+            "colcon test --packages-select coda_loop, or launch_test FILE (docs/ros2.md, 'ros2 launch').")

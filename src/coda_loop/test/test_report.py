@@ -28,7 +28,7 @@ from coda_loop.memory import MemoryStore
 from coda_loop.provenance import code_label, code_provenance
 from coda_loop.report import svg
 from coda_loop.report.data import ReportData
-from coda_loop.report.experiment import ExperimentInputError, render_experiment
+from coda_loop.report.experiment import ExperimentInputError, render_experiment, round_means
 from coda_loop.report.html import render
 from coda_loop.step_results import EvaluateResult
 
@@ -286,7 +286,9 @@ def test_render_experiment(tmp_path):
     assert lines[7].endswith("| 0.345 ± 0.015 |")  # the exact OOD entry wins over the estimate
     assert "budget 32 scenes per round, 3 rounds, seeds [0, 1, 2]" in md_path.read_text(encoding="utf-8")
     page = html_path.read_text(encoding="utf-8")
-    assert page.count("<svg") == 2 and "Success per round: split id" in page  # bars + the per-round lines
+    assert page.count("<svg") == 2 and "Success per round (mean over seeds): split id" in page  # bars + lines
+    # a result over several seeds holds one value per seed and round: the line is their mean, not the last seed's
+    assert round_means([(0, 0.2), (1, 0.5), (0, 0.4), (1, 0.7), (2, 0.9)]) == pytest.approx({0: 0.3, 1: 0.6, 2: 0.9})
     assert not EXTERNAL.search(page)
     bars = re.search(r'<svg class="chart grouped-bar-chart".*?</svg>', page, flags=re.S).group(0)
     assert bars.count("<rect") == 6 * 6  # 6 methods x (5 splits + OOD mean)

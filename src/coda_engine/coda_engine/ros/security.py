@@ -4,8 +4,8 @@
 
 A node that moves a robot (``arm_bridge``) must not be driven by strangers on a shared ROS domain. With ROS 2
 security enforced, only processes holding keys of the cell's keystore join, and the permissions decide which
-enclave may call ``reset_estop`` / ``operator_verdict`` or send ``run_episode`` (README, "Running a cell
-securely"). Without it, any process that discovers the node can do all of that. :func:`cell_security` reads the
+enclave may call ``reset_estop`` / ``operator_verdict`` or send ``run_episode`` (``docs/security.md``). Without
+it, any process that discovers the node can do all of that. :func:`cell_security` reads the
 settings every rmw takes from the environment; :meth:`CellSecurity.warning` says, loudly, when an arm is exposed.
 The PyPI wheels' DDS is built without the security plugins, so there the only protection is the discovery range
 (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) or a separate network. Pure module: no rclpy.
@@ -46,7 +46,7 @@ class CellSecurity:
                 "arm_command. Enforce security (ROS_SECURITY_ENABLE=true, ROS_SECURITY_STRATEGY=Enforce, a keystore "
                 "with the cell's permissions; needs a DDS built with the security plugins, which the PyPI wheels are "
                 "not), or limit discovery to this machine (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST), or keep the "
-                "cell on a network of its own. See README, 'Running a cell securely'.")
+                "cell on a network of its own. See docs/security.md.")
 
 
 def cell_security(env: Mapping[str, str]) -> CellSecurity:

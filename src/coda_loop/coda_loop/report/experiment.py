@@ -246,6 +246,14 @@ def _per_round(result: Mapping[str, Any]) -> dict[str, dict[str, list[tuple[int,
     return out
 
 
+def round_means(rows: Sequence[tuple[int, float]]) -> dict[int, float]:
+    """Return round -> the mean of its values (one per seed in a result over several seeds)."""
+    values: dict[int, list[float]] = {}
+    for rnd, value in rows:
+        values.setdefault(rnd, []).append(value)
+    return {rnd: sum(v) / len(v) for rnd, v in values.items()}
+
+
 def html_page(result: Mapping[str, Any]) -> str:
     """Return the HTML page: the table, a grouped bar chart of every method per split, per-round lines."""
     methods, cells, estimated = table_cells(result)
@@ -278,11 +286,12 @@ def html_page(result: Mapping[str, Any]) -> str:
         ordered = [m for m in METHODS if m in by_method] + sorted(m for m in by_method if m not in METHODS)
         line_series = {}
         for method in ordered:
-            lookup = dict(by_method[method])
+            lookup = round_means(by_method[method])
             line_series[METHOD_NAMES.get(method, method)] = [lookup.get(r) for r in rounds]
         lines.append(
             line_chart(
-                title="Success per round: OOD mean" if split == OOD else f"Success per round: split {split}",
+                title=("Success per round (mean over seeds): OOD mean" if split == OOD
+                       else f"Success per round (mean over seeds): split {split}"),
                 x_label="round",
                 y_label="success rate",
                 x=rounds,
