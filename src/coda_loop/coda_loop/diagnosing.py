@@ -23,6 +23,7 @@ import numpy as np
 
 from coda_engine.episodes import SOURCE_REAL
 from coda_loop.config import LoopConfig
+from coda_loop.gates import critic_kept
 from coda_loop.step_results import CriticFineTune, DiagnoseResult, EpisodesResult, LearnedCriticRound, Recall
 
 
@@ -170,9 +171,9 @@ class DiagnoseStep:
         after = float(np.mean(predict(tuned, check_set, check_text)[0] == check_set.mode))
         out.fine_tune = CriticFineTune(parent=critic.version, round=r, train_examples=len(train_set),
                                        held_out_examples=len(check_set), held_out_mode_accuracy_before=before,
-                                       held_out_mode_accuracy_after=after, kept=after >= before,
+                                       held_out_mode_accuracy_after=after, kept=critic_kept(before, after),
                                        seconds=round(history["seconds"], 1))
-        if after >= before:
+        if out.fine_tune.kept:
             saved = save_model(tuned, self.run_dir / "critics", out.fine_tune.to_dict())
             self.store.put_critic_version(r, version_id=saved.name, backend="learned",
                                           info={"folder": self._portable(saved), **out.fine_tune.to_dict()})

@@ -26,6 +26,7 @@ from coda_engine.episodes import SOURCE_REAL
 from coda_engine.sim.scene import Scene
 from coda_loop.config import LoopConfig
 from coda_loop.files import atomic_json
+from coda_loop.gates import bc_kept, ppo_kept
 from coda_loop.step_results import (
     BCGate,
     CorrectiveStats,
@@ -272,7 +273,7 @@ class TrainStep:
             rates[name] = {family: float(np.mean([e.success for s, e in zip(scenes, episodes, strict=True)
                                                   if s.family == family])) for family in cfg.families}
         before, after = (float(np.mean(list(rates[n].values()))) for n in (parent, version))
-        return BCGate(before=before, after=after, kept=after >= before - cfg.bc_gate_tolerance,
+        return BCGate(before=before, after=after, kept=bc_kept(before, after, cfg.bc_gate_tolerance),
                       per_family_before=rates[parent], per_family_after=rates[version],
                       episodes_per_family=cfg.bc_gate_episodes)
 
@@ -307,7 +308,7 @@ class TrainStep:
             os.replace(tmp, self.demo_dir / f"r{r:03d}.ppo.npz")
         before = result.eval_success_init if result.eval_success_init is not None else 0.0
         after = result.eval_success if result.eval_success is not None else 0.0
-        kept = cfg.rl_eval_episodes == 0 or after > before  # PPO changes the shared network: keep it only for a gain
+        kept = ppo_kept(before, after, cfg.rl_eval_episodes)
         if kept:
             self.store.put_policy_version(r, version_id=version, checkpoint_dir=result.folder, parent=init_from.name,
                                           metrics={"trainer": "ppo", "family": family, "shaped": cfg.uses_potentials,
