@@ -507,7 +507,7 @@ def test_failed_scenes_are_replayed_edited_along_their_diagnosed_failure(optione
     (original,) = loop._scenes([replayed_scene(allocation)])
     (failed,) = [d for d in loop._diagnoses(0) if d.scene_id == original.scene_id]
     assert failed.is_failure and scene_edits(allocation) == EDITS_FOR_MODE[failed.failure_mode]
-    assert gen.replayed_scenes == 1 and sum(gen.edited_scenes.values()) == 1
+    assert gen.replayed_scenes == 1 and sum(gen.edited_scenes.values()) == 1 and gen.unedited_replays == 0
     (operator,) = gen.edited_scenes
     assert operator in scene_edits(allocation)
     (edited_id,) = [i for i in gen.scene_ids if i.startswith("r001-edit-")]
@@ -517,6 +517,10 @@ def test_failed_scenes_are_replayed_edited_along_their_diagnosed_failure(optione
     assert edited.meta["edit"] == {"from": original.scene_id, "operator": operator}
     assert (edited.instruction, edited.family, edited.round) == (original.instruction, original.family, 1)
     assert original.scene_id not in gen.scene_ids  # the edit replaced the exact replay
+    from coda_engine.sim.arm import SimArm
+    from coda_engine.sim.expert import run_expert
+
+    assert run_expert(SimArm(), edited, "state_expert").success  # only an edit the expert solves is kept
     ran = [loop.store.get("episode", e).payload for e in loop.output(1, EpisodesResult).episode_ids]
     assert sum(p["scene_id"] == edited_id for p in ran) == 1  # the policy ran on it
 

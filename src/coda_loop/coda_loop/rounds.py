@@ -80,6 +80,9 @@ ROUND_STEPS = ("generate", "episodes", "diagnose", "programs", "train", "evaluat
 S = TypeVar("S", bound=StepResult)
 MATCH_ATTEMPTS = 40
 """Scenes drawn for one allocation line before a scene that does not meet its conditions is accepted."""
+EDIT_TRIES = 3
+"""Edited variants of one kind a replayed scene gets before the next kind is tried (each must be solved by the
+expert)."""
 MAY_CHANGE_ON_RESUME = ("rounds", "progress")
 """LoopConfig fields a started run may be given anew (more rounds; progress bars on or off); the rest must match."""
 
@@ -177,6 +180,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         self.critic_source: Critic | None = None
         self._runner: EpisodeRunner | None = None
         self._embedder: Any = None
+        self._edit_arm: Any = None
         self.results: dict[tuple[int, str], StepResult] = {}
 
     # ------------------------------------------------------------------ driving
@@ -348,7 +352,7 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
         program = self._generation_program(r)
         rng = self._rng(r, 1)
         edit_rng = self._rng(r, 3)  # its own stream: an edit leaves every other draw of the round as it was
-        scene_ids, unmet, families, replayed, edited = [], 0, Counter(), 0, Counter()
+        scene_ids, unmet, families, replayed, edited, unedited = [], 0, Counter(), 0, Counter(), 0
         for line in program["allocations"]:
             allocation = BudgetAllocation.from_dict(line)
             again = replayed_scene(allocation)
@@ -359,6 +363,8 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 if done is not None:
                     again = done[0]
                     edited[done[1]] += 1
+                elif scene_edits(allocation):
+                    unedited += 1
                 scene_ids.append(again)
                 families[allocation.family] += 1
                 replayed += 1
@@ -381,25 +387,33 @@ class CoevolutionLoop(TrainStep, DiagnoseStep, EvaluateStep):
                 probe_ids.append(self.store.put_scene(r, scene.to_dict(), origin="probe").record_id)
         return GenerateResult(program_id=program["program_id"], scene_ids=scene_ids, probe_ids=probe_ids, unmet=unmet,
                               families=dict(families), replayed_scenes=replayed, generator=source.where,
-                              edited_scenes=dict(sorted(edited.items())))
+                              edited_scenes=dict(sorted(edited.items())), unedited_replays=unedited)
 
     def _edited(self, r: int, scene: Scene, edits: tuple[str, ...], rng: np.random.Generator, program_id: str,
                 k: int) -> tuple[str, str] | None:
-        """Store ``scene`` edited by the first of ``edits`` that gives a valid scene; return (its id, the edit).
+        """Store ``scene`` edited by the first of ``edits`` that gives a scene the expert solves; return (its id, edit).
 
-        None when no edit was asked for or none applies (the scene is then played exactly). Edits run here, in the
-        loop's process, whichever scene source generates new scenes.
+        Each edit gets ``EDIT_TRIES`` variants; a variant counts only if the run's demonstrator solves it (an edit
+        must not drift toward scenes nobody can do). None when no edit was asked for or none gives such a scene:
+        the scene is then played exactly. Edits run here, in the loop's process, whichever source generates scenes.
         """
         from coda_engine.sim.edits import EditError, edit_scene
+        from coda_engine.sim.expert import run_expert
 
         for operator in edits:
-            try:
-                new = edit_scene(scene, operator, rng, self.config.scene_params(), scene_id=f"r{r:03d}-edit-{k:04d}",
-                                 round_index=r)
-            except EditError:
-                continue
-            self.store.put_scene(r, new.to_dict(), origin="edited", program_id=program_id)
-            return new.scene_id, operator
+            for _ in range(EDIT_TRIES):
+                try:
+                    new = edit_scene(scene, operator, rng, self.config.scene_params(),
+                                     scene_id=f"r{r:03d}-edit-{k:04d}", round_index=r)
+                except EditError:
+                    break
+                if self._edit_arm is None:
+                    from coda_engine.sim.arm import SimArm
+
+                    self._edit_arm = SimArm()
+                if run_expert(self._edit_arm, new, self.config.demonstrator).success:
+                    self.store.put_scene(r, new.to_dict(), origin="edited", program_id=program_id)
+                    return new.scene_id, operator
         return None
 
     def _step_episodes(self, r: int) -> EpisodesResult:

@@ -166,6 +166,8 @@ class GenerateResult(StepResult):
     """Where the scenes were generated: ``in_process`` or the ``GenerateScenes`` service used."""
     edited_scenes: dict[str, int] = field(default_factory=dict)
     """Of the replays, scenes edited along their diagnosed failure, per edit (``GenerationConfig.edit_replays``)."""
+    unedited_replays: int = 0
+    """Replays that asked for an edit but were played exactly (no edit gave a scene the expert solves)."""
 
 
 # ---------------------------------------------------------------------------------------------------- episodes
