@@ -30,7 +30,22 @@ from coda_policy.control import (
 )
 from coda_policy.sft import build_policy
 
-_rt = pytest.importorskip("coda_core_cpp._rt", reason="coda_core_cpp was built without its rcl parts")
+try:
+    from coda_core_cpp import _rt
+except ImportError as error:  # the build always makes _rt (rcl is required): not importing it is a broken build
+    _rt = None
+    RT_IMPORT_ERROR: str | None = f"{type(error).__name__}: {error}"
+else:
+    RT_IMPORT_ERROR = None
+
+
+@pytest.fixture(autouse=True)
+def _rt_imports() -> None:
+    """Fail every test of the file, naming the error, when the C++ control module does not import."""
+    if RT_IMPORT_ERROR is not None:
+        pytest.fail(f"coda_core_cpp._rt does not import ({RT_IMPORT_ERROR}): coda_core_cpp is built with its rcl "
+                    "parts or not at all, so this is a broken build (make setup rebuilds it)",
+                    pytrace=False)
 
 
 @dataclass
