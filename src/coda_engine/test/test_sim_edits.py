@@ -102,12 +102,12 @@ def test_an_edit_that_cannot_apply_says_why() -> None:
     with pytest.raises(EditError, match="names the target by a relative position"):
         edit_scene(relative, "target_shift", np.random.default_rng(0), PARAMS, scene_id="e", round_index=1)
     edit_scene(relative, "target_mass", np.random.default_rng(0), PARAMS, scene_id="e", round_index=1)  # no move
-    # a move that can never fit (a clearance no two objects of the scene keep) is refused after the configured
-    # tries, naming the last reason
-    def close_pair(scene: Scene) -> bool:  # two objects other than the target closer than 10 cm
-        others = [o for o in scene.objects if o.name != scene.target_object]
-        return any(math.dist(a.position[:2], b.position[:2]) - a.footprint - b.footprint < 0.1
-                   for i, a in enumerate(others) for b in others[i + 1:])
+    # a move that can never fit (a clearance the moved target cannot keep) is refused after the configured tries,
+    # naming the last reason
+    def close_pair(scene: Scene) -> bool:  # an object within 5 cm of the target: a 4 cm move keeps it within 9 cm
+        t = scene.target
+        return any(math.dist(t.position[:2], o.position[:2]) - t.footprint - o.footprint < 0.05
+                   for o in scene.objects if o.name != t.name)
 
     crowded = next(s for s in (_scene("pick_place", k) for k in range(40)) if close_pair(s))
     apart = dataclasses.replace(PARAMS, min_clearance=0.1)

@@ -36,7 +36,7 @@ import numpy as np
 
 from coda_engine.sim.families import get_family
 from coda_engine.sim.model import scene_mjcf
-from coda_engine.sim.scene import SHAPE_BIN, SHAPE_BOX, SHAPE_REGION, ObjectSpec, RenderSettings, Scene, SceneParams
+from coda_engine.sim.scene import SHAPE_BOX, ObjectSpec, RenderSettings, Scene, SceneParams
 from coda_engine.sim.vocab import load_vocabulary
 
 EDIT_OPERATORS: tuple[str, ...] = ("target_shift", "distractor_closer", "target_yaw", "goal_shift", "target_mass")
@@ -126,40 +126,26 @@ def _variant(scene: Scene, operator: str, rng: np.random.Generator, cfg: EditCon
 
 def _problem(scene: Scene, objects: list[ObjectSpec], params: SceneParams) -> str:
     """Why a variant's layout is not valid ("" when it is): regions, clearance, family rule, reach."""
-    from coda_engine.sim.generator import WORKSPACE, default_generator
+    from coda_engine.sim.generator import default_generator, placement_box, placement_conflict, unreachable
 
     vocab = load_vocabulary(params.split)
     family = get_family(scene.family)
-    grow = params.position_shift
-    for obj, before in zip(objects, scene.objects, strict=True):
+    for i, (obj, before) in enumerate(zip(objects, scene.objects, strict=True)):
         if obj.position == before.position:
             continue
-        box = vocab.goal_region if obj.name == scene.goal_object else vocab.object_region
-        x0, x1 = max(box[0] - grow, WORKSPACE[0]), min(box[1] + grow, WORKSPACE[1])
-        y0, y1 = max(box[2] - grow, WORKSPACE[2]), min(box[3] + grow, WORKSPACE[3])
-        margin = obj.footprint if obj.shape != SHAPE_BIN else max(obj.size[0], obj.size[1])
+        x0, x1, y0, y1 = placement_box(obj, vocab, params, goal=obj.name == scene.goal_object)
         x, y = obj.position[:2]
-        if not (x0 + margin * 0.5 <= x <= x1 - margin * 0.5 and y0 + margin <= y <= y1 - margin):
+        if not (x0 <= x <= x1 and y0 <= y <= y1):
             return f"outside_region:{obj.name}"
-        ex = vocab.exclude_region
-        if ex is not None and (ex[0] - vocab.shift_min < x < ex[1] + vocab.shift_min
-                               and ex[2] - vocab.shift_min < y < ex[3] + vocab.shift_min):
-            return f"position_excluded:{obj.name}"
-    for i, a in enumerate(objects):
-        for b in objects[i + 1:]:
-            gap = math.hypot(a.position[0] - b.position[0], a.position[1] - b.position[1]) - a.footprint - b.footprint
-            if gap < (params.min_clearance if SHAPE_REGION not in (a.shape, b.shape) else 0.0):
-                return f"overlap:{a.name},{b.name}"
+        conflict = placement_conflict(obj, x, y, objects[:i] + objects[i + 1:], vocab, params)
+        if conflict:
+            return conflict
     by_name = {o.name: o for o in objects}
     target, goal = by_name[scene.target_object], by_name.get(scene.goal_object)
     reason = family.check_layout(target, goal, [o for o in objects if o.name not in (target.name, goal and goal.name)])
     if reason:
         return reason
-    ik = default_generator().ik
-    for label, point in family.key_points(target, goal):
-        if not ik.reachable(point):
-            return f"unreachable:{label}"
-    return ""
+    return unreachable(family, target, goal, default_generator().ik)
 
 
 def edit_scene(scene: Scene, operator: str, rng: np.random.Generator, params: SceneParams, *, scene_id: str,

@@ -114,28 +114,59 @@ def _rest_z(obj: ObjectSpec) -> float:
     return float(obj.size[2])
 
 
-def _place(obj: ObjectSpec, rng: np.random.Generator, vocab: Vocabulary, params: SceneParams, goal: bool,
-           placed: list[ObjectSpec]) -> ObjectSpec:
+def placement_box(obj: ObjectSpec, vocab: Vocabulary, params: SceneParams, goal: bool
+                  ) -> tuple[float, float, float, float]:
+    """Return the x_min, x_max, y_min, y_max within which ``obj``'s centre may lie.
+
+    Its footprint stays inside the split's object or goal region, grown by ``params.position_shift`` and cut to the
+    workspace.
+    """
     box = _region(vocab.goal_region if goal else vocab.object_region, params.position_shift)
     margin = obj.footprint if obj.shape != SHAPE_BIN else max(obj.size[0], obj.size[1])
-    x0, x1, y0, y1 = box[0] + margin * 0.5, box[1] - margin * 0.5, box[2] + margin, box[3] - margin
+    return box[0] + margin * 0.5, box[1] - margin * 0.5, box[2] + margin, box[3] - margin
+
+
+def placement_conflict(obj: ObjectSpec, x: float, y: float, others: Sequence[ObjectSpec], vocab: Vocabulary,
+                       params: SceneParams) -> str:
+    """Return why ``obj`` cannot stand at (``x``, ``y``) beside ``others`` ("" when it can).
+
+    Inside the split's excluded region: ``position_excluded``; closer than ``params.min_clearance`` to another
+    footprint: ``overlap:<other>,<obj>`` (flat regions may touch).
+    """
+    ex = vocab.exclude_region
+    if ex is not None and (ex[0] - vocab.shift_min < x < ex[1] + vocab.shift_min
+                           and ex[2] - vocab.shift_min < y < ex[3] + vocab.shift_min):
+        return "position_excluded"
+    for other in others:
+        gap = math.hypot(x - other.position[0], y - other.position[1]) - obj.footprint - other.footprint
+        flat = SHAPE_REGION in (obj.shape, other.shape)
+        if gap < (params.min_clearance if not flat else 0.0):
+            return f"overlap:{other.name},{obj.name}"
+    return ""
+
+
+def unreachable(family: TaskFamily, target: ObjectSpec, goal: ObjectSpec | None, ik: DlsIk) -> str:
+    """Return ``unreachable:<key point>`` for the first family key point the arm cannot reach gripper-down.
+
+    "" when it reaches every one.
+    """
+    for label, point in family.key_points(target, goal):
+        if not ik.reachable(point):
+            return f"unreachable:{label}"
+    return ""
+
+
+def _place(obj: ObjectSpec, rng: np.random.Generator, vocab: Vocabulary, params: SceneParams, goal: bool,
+           placed: list[ObjectSpec]) -> ObjectSpec:
+    x0, x1, y0, y1 = placement_box(obj, vocab, params, goal)
     if x0 >= x1 or y0 >= y1:
+        box = _region(vocab.goal_region if goal else vocab.object_region, params.position_shift)
+        margin = obj.footprint if obj.shape != SHAPE_BIN else max(obj.size[0], obj.size[1])
         raise ValueError(f"SceneParams: sampling region {box} is too small for {obj.name} (footprint {margin:.3f} m)")
     conflict = ""
     for _ in range(PLACEMENT_TRIES):
         x, y = float(rng.uniform(x0, x1)), float(rng.uniform(y0, y1))
-        ex = vocab.exclude_region
-        if ex is not None and (ex[0] - vocab.shift_min < x < ex[1] + vocab.shift_min
-                               and ex[2] - vocab.shift_min < y < ex[3] + vocab.shift_min):
-            conflict = "position_excluded"
-            continue
-        conflict = ""
-        for other in placed:
-            gap = math.hypot(x - other.position[0], y - other.position[1]) - obj.footprint - other.footprint
-            flat = SHAPE_REGION in (obj.shape, other.shape)
-            if gap < (params.min_clearance if not flat else 0.0):
-                conflict = f"overlap:{other.name},{obj.name}"
-                break
+        conflict = placement_conflict(obj, x, y, placed, vocab, params)
         if not conflict:
             return dataclasses.replace(obj, position=(x, y, _rest_z(obj)))
     raise _RejectError(conflict)
@@ -276,9 +307,9 @@ class Generator:
         if use_synonyms:
             instruction = _synonymise(instruction, vocab, rng)
             tags.append("instruction:synonym")
-        for label, point in family.key_points(target, goal):
-            if not self.ik.reachable(point):
-                raise _RejectError(f"unreachable:{label}")
+        reason = unreachable(family, target, goal, self.ik)
+        if reason:
+            raise _RejectError(reason)
         return objects, instruction, target.name, tags + ([f"goal:{goal.name}"] if goal is not None else [])
 
     def settle(self, scene: Scene, params: SceneParams) -> list[ObjectSpec]:
