@@ -20,7 +20,8 @@ Interfaces (relative to the node's namespace):
   program's potentials are also published one by one. Programs split their budget by ``exploration_share``,
   ``replay_share`` and ``scene_replay_share`` (defaults: the shipped design, ``generation.CODA_PLANNER``); the
   scene-replay share plays again, by scene id, scenes whose latest diagnosis here was a failure (the node's
-  history of diagnoses, with the ``round`` each arrived in); a consumer resolves those ids from memory
+  history of diagnoses, with the ``round`` each arrived in); a consumer resolves those ids from memory; with
+  ``edit_replays`` each such replay also names the edits its latest failure mode calls for (the loop applies them)
 
 Backends: ``grounded`` (privileged simulator state), ``learned`` (keyframes + instruction; the folder
 ``learned_model``, the newest under ``learned_root``, else the embedded one), ``auto`` (grounded when an
@@ -94,6 +95,8 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
                                                    "in [0, 1]"),
     "scene_replay_share": (CODA_PLANNER["scene_replay_share"],
                            "fraction of the generation budget replaying failed scenes of earlier diagnoses, in [0, 1]"),
+    "edit_replays": (False, "scene replays ask for the edits that answer the scene's latest diagnosed failure, "
+                            "applied by the loop (else the scene is replayed exactly)"),
     "sft_epochs": (1, "behaviour-cloning epochs written into training programs"),
     "rl_env_steps": (0, "PPO environment steps written into training programs"),
     "program_batch": (8, "diagnoses from episode_results collected before programs are planned"),
@@ -134,7 +137,7 @@ def parameter_problems(values: Mapping[str, Any]) -> list[str]:
 def generation_config(values: Mapping[str, Any]) -> GenerationConfig:
     """Return the planner settings of a set of parameter values (a ValueError names shares that do not fit)."""
     return GenerationConfig(exploration_share=values["exploration_share"], replay_share=values["replay_share"],
-                            scene_replay_share=values["scene_replay_share"])
+                            scene_replay_share=values["scene_replay_share"], edit_replays=bool(values["edit_replays"]))
 
 
 class LearnedFallback:
