@@ -523,6 +523,10 @@ def test_failed_scenes_are_replayed_edited_along_their_diagnosed_failure(optione
     assert run_expert(SimArm(), edited, "state_expert").success  # only an edit the expert solves is kept
     ran = [loop.store.get("episode", e).payload for e in loop.output(1, EpisodesResult).episode_ids]
     assert sum(p["scene_id"] == edited_id for p in ran) == 1  # the policy ran on it
+    from coda_loop.analysis import analyze_run, format_analysis
+
+    assert analyze_run(loop.run_dir)["rounds"][1]["edited"] == {operator: 1}
+    assert f"round 1 replays edited: {operator} 1" in format_analysis(analyze_run(loop.run_dir))
 
 
 def test_bc_gate_scores_each_update_and_a_refused_one_leaves_the_policy_as_it_was(optioned_loop: Any,

@@ -94,6 +94,8 @@ def analyze_run(run_dir: Path | str) -> dict[str, Any]:
                 "by_kind": dict(kinds),
                 "spent_on_solved_scenes": (sum(solved_scene) / len(solved_scene)) if solved_scene else None,
                 "spent_on_solved_conditions": _solved_share(scenes.values(), curves, r),
+                "edited": {**gen.edited_scenes, **({"played exactly": gen.unedited_replays}
+                                                   if gen.unedited_replays else {})},
             }
             train = store.finished_step(r, TrainResult)
             if train is not None:  # round 0: the SFT version; later: the BC version, kept by its gate or not
@@ -222,6 +224,7 @@ def format_analysis(result: dict[str, Any]) -> str:
     lines = [f"{result['run_dir']} ({result['method']}, seed {result['seed']})",
              "round  gen  solved-scn  solved-cond  targeted/replay/explore  corrective(rec/failed)  "
              "new-demo-share  rl(family shaped before->after kept)  val-ood  test-ood"]
+    notes: list[str] = []
     for row in result["rounds"]:
         kinds = row["by_kind"]
         corr = row.get("corrective")
@@ -230,6 +233,9 @@ def format_analysis(result: dict[str, Any]) -> str:
         if rl:
             rl_text = (f"{rl['family']} {'shaped' if rl['shaped'] else 'sparse'} {rl['success_before']:.2f}->"
                        f"{rl['success_after']:.2f} {'kept' if rl['kept'] else 'refused'}")
+        if row.get("edited"):
+            notes.append(f"round {row['round']} replays edited: "
+                         + ", ".join(f"{k} {v}" for k, v in sorted(row["edited"].items())))
         lines.append(
             f"{row['round']:5d} {row['generated']:4d}  {_pct(row['spent_on_solved_scenes']):>10}  "
             f"{_pct(row['spent_on_solved_conditions']):>11}  "
@@ -246,7 +252,7 @@ def format_analysis(result: dict[str, Any]) -> str:
                  f"{t['relabelled_successes']} relabelled successes; {t['new_demos']} new demonstrations of "
                  f"{t['new_steps']} labelled steps; targeted conditions "
                  f"next-round success change {_pct(t['targeted_gain'], signed=True)}")
-    return "\n".join(lines)
+    return "\n".join(lines + notes)
 
 
 def _pct(value: Any, signed: bool = False) -> str:
