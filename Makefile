@@ -4,10 +4,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup run test lint clean
+.PHONY: help setup run test test-fast lint clean
 
 help:  ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 setup:  ## create .venv, install pinned packages, colcon build (idempotent)
 	@bash scripts/bootstrap.sh
@@ -17,6 +17,9 @@ run: setup  ## the main job: coda run with the embedded defaults
 
 test: setup  ## the whole test suite (C++ and Python)
 	@bash scripts/run_tests.sh $(ARGS)
+
+test-fast: setup  ## the fast subset for development: C++ tests, pytest without the ros and slow tests
+	@bash scripts/run_tests.sh --fast $(ARGS)
 
 lint: setup  ## ruff over the workspace
 	@source scripts/env.sh && ruff check .

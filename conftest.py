@@ -33,6 +33,19 @@ LOCK_DIR = Path(os.environ.get("CODA_LOCK_DIR", "/tmp"))
 _DOMAIN_TURN = itertools.count()
 
 
+ROS_FIXTURES = frozenset({"ros_domain", "rclpy_node", "start_process", "hold_ros_domain"})
+"""Fixtures that start ROS 2 participants: a test using any of them (directly or through another fixture) gets the
+``ros`` marker, so ``-m "not ros"`` (the fast subset, ``scripts/run_tests.sh --fast``) leaves it out even where the
+marker was not written."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that takes a ROS 2 fixture with ``ros``."""
+    for item in items:
+        if ROS_FIXTURES.intersection(getattr(item, "fixturenames", ())) and item.get_closest_marker("ros") is None:
+            item.add_marker(pytest.mark.ros)
+
+
 @pytest.fixture
 def repo_root() -> Path:
     """Return the workspace root (the folder holding src/)."""

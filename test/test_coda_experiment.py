@@ -24,6 +24,7 @@ TINY = Preset(rounds=1, budget=3, loop={
     "finetune_steps": 20, "rl_env_steps": 256, "rl_eval_episodes": 2, "eval_per_family": 1,
     "final_eval_per_family": 2, "eval_splits": ["id", "position"]})
 METHODS = ["sft", "closed_loop", "dagger", "coda_pass_fail", "coda"]
+pytestmark = pytest.mark.slow
 
 
 def _args(out: Path) -> argparse.Namespace:

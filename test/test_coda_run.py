@@ -43,6 +43,7 @@ TINY = {
     "eval_per_family": 1, "final_eval_per_family": 1, "eval_splits": ["id", "position"], "progress": False,
 }
 CODA = [str(Path(sys.prefix) / "bin" / "coda")]
+pytestmark = pytest.mark.slow
 
 
 def _finished(db: Path) -> list[tuple[int, str]]:

@@ -254,7 +254,7 @@ def node_parameters() -> dict[str, set[str]]:
 
 def make_problems(tokens: list[str]) -> list[str]:
     """Return what is wrong with one ``make`` command."""
-    targets = set(re.findall(r"^([a-z]+):", (REPO / "Makefile").read_text(), re.M))
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (REPO / "Makefile").read_text(), re.M))
     return [f"`make {t}`: no such target (Makefile has {sorted(targets)})"
             for t in tokens[1:] if "=" not in t and not t.startswith("-") and t not in targets]
 

@@ -74,6 +74,7 @@ def test_coda_unknown_subcommand_is_a_clear_error() -> None:
     assert "invalid choice: 'no-such-command'" in result.stderr
 
 
+@pytest.mark.slow
 def test_bootstrap_second_run_changes_nothing() -> None:
     """A second set-up on a built workspace installs and builds nothing (it says so for both)."""
     result = subprocess.run(

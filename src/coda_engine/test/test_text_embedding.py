@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from coda_engine.text_embedding import EMBEDDING_DIM, TextEmbedder
 
@@ -26,6 +27,7 @@ def test_embeddings_are_unit_vectors_that_reflect_meaning(tmp_path: Path) -> Non
     assert len(reloaded) == 3 and np.array_equal(reloaded.embed_one(texts[2]), vectors[2])
 
 
+@pytest.mark.slow
 def test_one_string_per_call_gives_vectors_that_do_not_depend_on_what_came_before() -> None:
     # batch_size=64 fails this check on these strings (last bits differ by about 1e-7)
     texts = [f"pick up the red cube number {i} and place it in the bin" for i in range(64)] + ["touch the ball"]

@@ -67,6 +67,7 @@ def test_beta_one_executes_the_expert(embedder, tiny_policy_config):
     assert gripper[0] < 0 and gripper.max() > 0  # opened to approach, closed to grasp
 
 
+@pytest.mark.slow
 def test_dagger_rounds_aggregate_train_and_resume(tmp_path, embedder, tiny_policy_config, small_demos):
     sft = SFTConfig(
         families=("reach", "push"),

@@ -335,6 +335,7 @@ def test_fine_tuning_measures_the_initial_policy_on_the_same_scenes(tmp_path, ti
     assert [g["lr"] for g in groups] == pytest.approx([child_cfg.lr, child_cfg.lr * FINE_TUNE.actor_lr_scale])
 
 
+@pytest.mark.slow
 def test_rollouts_keep_the_last_successful_episodes_as_demonstrations(tmp_path, tiny_policy_config, embedder):
     """RLConfig.keep_successes: the last successful episodes, step for step, in a DemoSet file of the run."""
     from coda_policy.data import DemoSet
