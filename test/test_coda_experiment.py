@@ -119,9 +119,11 @@ def test_experiment_tables_what_each_run_measured_and_reruns_nothing(tmp_path: P
         else:
             assert row["corrective"] == [corrective.failed_scenes, corrective.recovered]
             assert corrective.failed_scenes >= 1  # a 30-step SFT policy fails its reach scenes
-        if method == "dagger":  # no critic: the takeover comes from the stage trace and names no failure mode
+        if method == "dagger":  # no critic: the takeover comes from the progress trace and names no failure mode
             assert diagnoses == [] and diagnosed.skipped
             assert corrective.by_mode and all(k.startswith("failed:") for k in corrective.by_mode)
+            # taken over at the peak of the episode's progress: the policy's own steps before it carry labels
+            assert corrective.recovered == 0 or any(t > 0 for t in corrective.takeover_steps)
         if method == "coda_pass_fail":  # the critic ran, but only pass or fail reached the programs
             assert len(diagnoses) == 5
             assert {d["failure_mode"] for d in diagnoses} <= {"success", "timed_out"}

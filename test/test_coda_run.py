@@ -131,11 +131,11 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
     assert not LoopConfig(method="closed_loop").uses_critic
     ablation = LoopConfig(method="coda_no_potential")
     assert ablation.uses_memory and ablation.uses_critic and not ablation.uses_potentials
-    # the baselines with corrective data take over from the episode's own stage trace; coda from the diagnosis
+    # the baselines with corrective data take over at the episode's recorded progress peak; coda from the diagnosis
     takeovers = {m: (LoopConfig(method=m).spec.corrective, LoopConfig(method=m).spec.takeover)
                  for m in ("open_loop", "dagger", "closed_loop_dagger", "coda_pass_fail", "coda")}
-    assert takeovers == {"open_loop": (False, "stage_trace"), "dagger": (True, "stage_trace"),
-                         "closed_loop_dagger": (True, "stage_trace"), "coda_pass_fail": (True, "stage_trace"),
+    assert takeovers == {"open_loop": (False, "progress_trace"), "dagger": (True, "progress_trace"),
+                         "closed_loop_dagger": (True, "progress_trace"), "coda_pass_fail": (True, "progress_trace"),
                          "coda": (True, "diagnosis")}
     assert LoopConfig(method="closed_loop", corrective=True).spec.corrective  # any method may get corrective data
     assert LoopConfig(method="closed_loop_dagger").generation_config() == LoopConfig().generation_config()

@@ -207,8 +207,8 @@ def pass_fail(d: Diagnosis, ended_stage: int) -> Diagnosis:
     own conditions (the scene's description, which a baseline without a critic reads as well) and loses everything
     the critic found: its mode becomes ``timed_out`` (what every critic calls an episode that ran out of steps for no
     reason it can name), its onset is unknown (-1), its text says only that the task was not completed, and its
-    failed stage is ``ended_stage``, the stage the episode's own recorded stage index ended in (no critic needed:
-    the ``dagger`` baselines read the same). A ValueError names a stage outside the family's stages.
+    failed stage is ``ended_stage``, the stage the episode's own recorded stage index ended in (every episode records
+    it; no critic needed). A ValueError names a stage outside the family's stages.
     """
     names = stage_names(d.family)
     if not d.is_failure:

@@ -12,9 +12,9 @@ method                      generation                                  correcti
 ``sft``                     none: the round-0 SFT policy only           -           -           -
 ``open_loop``               fixed randomisation (families evenly)       no          sparse      no
 ``closed_loop``             families / conditions by failure rate       no          sparse      no
-``dagger``                  fixed randomisation (families evenly)       stage trace sparse      no
-``closed_loop_dagger``      by failure rate, ``CODA_PLANNER``'s split   stage trace sparse      no
-``coda_pass_fail``          critic's pass/fail only -> program          stage trace default     yes
+``dagger``                  fixed randomisation (families evenly)       progress    sparse      no
+``closed_loop_dagger``      by failure rate, ``CODA_PLANNER``'s split   progress    sparse      no
+``coda_pass_fail``          critic's pass/fail only -> program          progress    default     yes
 ``coda_no_potential``       critic diagnoses -> generation program      diagnosis   sparse      yes
 ``coda_no_memory``          critic diagnoses, no history / retrieval    diagnosis   staged      no
 ``coda``                    critic diagnoses + memory history           diagnosis   staged      yes
@@ -24,8 +24,8 @@ method                      generation                                  correcti
 the scene, the state-based expert takes over from the policy (``coda_policy.corrective``) instead of demonstrating
 the scene from its start, and every policy step before the takeover is kept with the expert's label. Where the
 takeover comes from differs, and that is all that differs: *diagnosis*, where the critic says the failure began
-(its onset step, else the entry of the failed stage); *stage trace*, with no critic content, the entry of the last
-stage the episode's own recorded stage trace reached (the family's stage check, which every episode records), so
+(its onset step, else the entry of the failed stage); *progress*, with no critic content, the last step of the
+episode's highest recorded progress (the family's default staged potential, which every episode records), so
 ``dagger`` and ``closed_loop_dagger`` get the same kind of data as the ``coda`` methods. ``coda_pass_fail`` runs the
 critic but passes on only success or failure (:func:`coda_critic.diagnosis.pass_fail`): no failure mode, onset or
 cause reaches generation, the takeover or Text2potential (its potentials are the families' default programs).
@@ -96,10 +96,10 @@ class MethodSpec:
     def takeover(self) -> str:
         """Where a corrective demonstration's expert takes over.
 
-        ``diagnosis``: the critic's onset, else its failed stage; ``stage_trace``: the last stage the episode's
-        recorded stage trace reached (no critic content).
+        ``diagnosis``: the critic's onset, else its failed stage; ``progress_trace``: the last step of the episode's
+        highest recorded progress (no critic content, :func:`coda_policy.corrective.trace_takeover`).
         """
-        return "diagnosis" if self.critic and self.diagnosis == "full" else "stage_trace"
+        return "diagnosis" if self.critic and self.diagnosis == "full" else "progress_trace"
 
 
 METHOD_SPECS: dict[str, MethodSpec] = {
@@ -179,7 +179,7 @@ class LoopConfig:
     """How far below its parent (mean success over families) a BC update may score and still be kept."""
     corrective: bool | None = None
     """Corrective demonstrations for the scenes the policy failed (the expert takes over at the diagnosed failed
-    stage, or without the critic at the last stage its recorded stage trace reached); None: the method's default
+    stage, or without the critic at the peak of its recorded progress); None: the method's default
     (``METHOD_SPECS``)."""
     focus_share: float | None = None
     """Share of every behaviour-cloning batch drawn from the round's own demonstrations; None: the method's

@@ -42,7 +42,7 @@ NEVER = 1 << 30
 RELABELLED_SUCCESS = "relabelled_success"
 """The takeover mode of a successful episode kept with the expert's labels (``relabel_successes``)."""
 TRACE_FAILURE = "failed"
-"""The takeover mode of a failed episode taken over by its stage trace alone (no critic: no failure mode)."""
+"""The takeover mode of a failed episode taken over by its progress trace alone (no critic: no failure mode)."""
 
 
 class TrainStep:
@@ -202,8 +202,8 @@ class TrainStep:
         """Return scene id -> (takeover step, failure mode) of every failed simulated episode of round ``r``.
 
         ``MethodSpec.takeover`` decides where: ``diagnosis``, where the critic says the failure began, else where
-        the episode entered the diagnosed failed stage; ``stage_trace`` (no critic content), the entry of the last
-        stage the episode's recorded stage trace reached (its mode is then ``failed``). With ``relabel_successes``
+        the episode entered the diagnosed failed stage; ``progress_trace`` (no critic content), the last step of the
+        episode's highest recorded progress (its mode is then ``failed``). With ``relabel_successes``
         the successful simulated episodes are included as (``NEVER``, ``RELABELLED_SUCCESS``).
         """
         from coda_policy.corrective import takeover_step, trace_takeover
@@ -232,12 +232,12 @@ class TrainStep:
             if success or (d is not None and d.failed_stage < 0):
                 continue
             samples = record.payload.get("trajectory") or []
-            steps, stages = [int(x["step"]) for x in samples], [int(x["stage"]) for x in samples]
+            steps = [int(x["step"]) for x in samples]
             if d is not None:
-                out[scene_id] = (takeover_step(steps, stages, d.failed_stage, cfg.corrective_margin, d.failure_step),
-                                 d.failure_mode)
+                out[scene_id] = (takeover_step(steps, [int(x["stage"]) for x in samples], d.failed_stage,
+                                               cfg.corrective_margin, d.failure_step), d.failure_mode)
             else:
-                out[scene_id] = (trace_takeover(steps, stages, int(record.payload.get("num_stages", 1)),
+                out[scene_id] = (trace_takeover(steps, [float(x["potential"]) for x in samples],
                                                 cfg.corrective_margin), TRACE_FAILURE)
         return out
 

@@ -14,8 +14,8 @@ Where to take over is the critic's decision: :func:`takeover_step` takes the dia
 the failure began: the first touch that tipped an object, the last step the target was held, ...) minus a
 margin; a critic that cannot tell the onset gives the failed stage, read against the episode's stage trace
 (the step the policy entered that stage, minus the margin). Without a critic (the ``dagger`` baselines),
-:func:`trace_takeover` reads the takeover off the episode's own recorded stage trace alone: the entry of the last
-stage it reached, minus the margin. The run is deterministic (the policy's action
+:func:`trace_takeover` reads the takeover off the episode's own recorded progress alone: the last step of its
+highest default-program potential, minus the margin. The run is deterministic (the policy's action
 mean, MuJoCo), so replaying the policy up to that step reaches the state the diagnosed episode was in.
 
 Pure module: no rclpy.
@@ -95,19 +95,26 @@ def takeover_step(trace_steps: Sequence[int], trace_stages: Sequence[int], faile
     return 0
 
 
-def trace_takeover(trace_steps: Sequence[int], trace_stages: Sequence[int], num_stages: int, margin: int) -> int:
-    """Step at which the expert takes over a failed episode, from its recorded stage trace alone (no critic).
+def trace_takeover(trace_steps: Sequence[int], trace_potentials: Sequence[float], margin: int) -> int:
+    """Step at which the expert takes over a failed episode, read off its recorded progress alone (no critic).
 
-    The failed stage is the last one the trace reached (stage indices are latched), capped at the family's last
-    stage (``num_stages`` - 1: an episode that completed every stage but failed the success check is taken over
-    in its last stage); the takeover is that stage's entry minus ``margin``, as :func:`takeover_step` reads a
-    diagnosed stage. An empty trace takes over at the start.
+    The progress is the family's default staged potential, which every episode records at its sampled steps. The
+    takeover is the last sampled step at which it stood at its highest, minus ``margin`` (never before 0): every step
+    the policy took up to its best progress is kept with the expert's label, and the expert recovers from where the
+    policy stopped making progress. An empty trace takes over at the start.
+
+    Taking over at the entry of the last stage reached instead took over at step 0, with no policy step labelled,
+    in 83 of 148 recovered demonstrations of a development run (failures in the first stage), where the critic's
+    onset did so in none.
     """
-    if num_stages < 1:
-        raise ValueError(f"num_stages={num_stages} must be >= 1")
-    if not len(trace_stages):
+    if len(trace_steps) != len(trace_potentials):
+        raise ValueError(f"trace_steps ({len(trace_steps)}) and trace_potentials ({len(trace_potentials)}) differ "
+                         "in length")
+    if not len(trace_steps):
         return 0
-    return takeover_step(trace_steps, trace_stages, min(max(int(s) for s in trace_stages), num_stages - 1), margin)
+    best = max(float(p) for p in trace_potentials)
+    peak = max(i for i, p in enumerate(trace_potentials) if float(p) >= best - 1e-9)
+    return max(int(trace_steps[peak]) - margin, 0)
 
 
 def run_corrective(arm: object, scene: Scene, policy: ActionFn, takeover: int, relabel: int = 0,

@@ -36,15 +36,15 @@ def test_takeover_is_the_entry_of_the_failed_stage_minus_the_margin():
         takeover_step(steps, stages[:-1], failed_stage=1, margin=0)
 
 
-def test_trace_takeover_reads_the_last_stage_reached_without_a_critic():
-    steps, stages = [0, 2, 4, 6, 8, 10], [0, 0, 1, 1, 2, 2]
-    assert trace_takeover(steps, stages, num_stages=4, margin=2) == 6  # stage 2 entered at step 8
-    assert trace_takeover(steps, stages, num_stages=4, margin=2) == takeover_step(steps, stages, 2, 2)
-    assert trace_takeover(steps, [0, 0, 1, 1, 3, 3], num_stages=3, margin=0) == 8  # capped at the last stage (2)
-    assert trace_takeover(steps, [0] * 6, num_stages=3, margin=1) == 0  # never left the first stage
-    assert trace_takeover([], [], num_stages=3, margin=1) == 0
-    with pytest.raises(ValueError, match="num_stages=0"):
-        trace_takeover(steps, stages, num_stages=0, margin=1)
+def test_trace_takeover_is_the_peak_of_the_recorded_progress_without_a_critic():
+    steps = [0, 2, 4, 6, 8, 10]
+    assert trace_takeover(steps, [0.1, 0.2, 0.35, 0.3, 0.2, 0.1], margin=2) == 2  # best progress at step 4
+    assert trace_takeover(steps, [0.1, 0.2, 0.35, 0.35, 0.2, 0.1], margin=0) == 6  # its last step at the peak
+    assert trace_takeover(steps, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], margin=1) == 9  # still rising: near the end
+    assert trace_takeover(steps, [0.5, 0.4, 0.3, 0.2, 0.1, 0.0], margin=1) == 0  # never better than the start
+    assert trace_takeover([], [], margin=1) == 0
+    with pytest.raises(ValueError, match="differ in length"):
+        trace_takeover(steps, [0.1], margin=1)
 
 
 def test_config_rejects_negative_steps():
