@@ -209,21 +209,18 @@ class TrainStep:
         from coda_policy.corrective import takeover_step, trace_takeover
 
         cfg = self.config
-        by_diagnosis = cfg.spec.takeover == "diagnosis"
-        if by_diagnosis:
-            rows = [(d.scene_id, d.family, d.episode_ids[0], d) for d in self._diagnoses(r)]
+        rows: list[tuple[Any, Any]] = []  # (episode record, its diagnosis or None), each record read once
+        if cfg.spec.takeover == "diagnosis":
+            rows = [(self.store.get("episode", d.episode_ids[0]), d) for d in self._diagnoses(r)]
         else:
-            rows = []
-            for episode_id in self.output(r, EpisodesResult).episode_ids:
-                record = self.store.get("episode", episode_id)
-                scene_id = str(record.payload["scene_id"]) if record is not None else ""
-                rows.append((scene_id, self._scenes([scene_id])[0].family if scene_id else "", episode_id, None))
+            rows = [(self.store.get("episode", e), None) for e in self.output(r, EpisodesResult).episode_ids]
         out: dict[str, tuple[int, str]] = {}
-        for scene_id, family, episode_id, d in rows:
-            if family in cfg.corrective_skip_families or scene_id in out:
-                continue
-            record = self.store.get("episode", episode_id)
+        for record, d in rows:
             if record is None or record.payload.get("source", 0) == SOURCE_REAL:
+                continue
+            scene_id = d.scene_id if d is not None else str(record.payload["scene_id"])
+            family = d.family if d is not None else self._scenes([scene_id])[0].family
+            if family in cfg.corrective_skip_families or scene_id in out:
                 continue
             success = bool(record.payload.get("success")) if d is None else not d.is_failure
             if success and cfg.relabel_successes:  # the policy acts to the end; every step keeps the expert's label
