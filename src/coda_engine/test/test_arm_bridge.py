@@ -8,6 +8,7 @@ gripper command topic, camera, perception), so these tests exercise the wire pro
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -286,3 +287,117 @@ def test_operator_verdicts_over_ros_decide_episodes(stand_in_robot: Any, start_p
         assert result.status == result.STATUS_COMPLETED, result.status_detail
         assert result.success is says, f"operator said {says}, result says {result.success}"
         assert 0 < result.length < get_family("reach").max_steps, "the verdict should end the episode early"
+
+
+# ---------------------------------------------------------------- e-stop transitions on safety_events
+TRANSITIONS = ("estop", "estop_release_refused", "estop_released", "rehoming", "home", "rehome_failed")
+"""The e-stop's transitions (``coda_engine.real.safety.ESTOP_TRANSITIONS``)."""
+TRANSITION_QUIET_S = 6.0
+"""``safety.estop_release_quiet_s`` of the transition test: a reset_estop sent right after a stop signal is refused
+unless this machine stalls between two of the probe's calls for longer than this."""
+
+
+def drive_away_from_home(probe: Probe, distance: float = 0.1, timeout: float = 30.0) -> None:
+    """Send live commands (10 Hz) until a joint is ``distance`` rad from home."""
+    deadline = time.monotonic() + timeout
+    while np.max(np.abs(probe.q - HOME)) < distance:
+        assert time.monotonic() < deadline, f"live commands did not move the arm {distance} rad from home"
+        probe.command(dx=0.02, dy=0.02)
+        probe.spin(0.1)
+
+
+def release_when_quiet(probe: Probe, timeout: float = 60.0) -> tuple[list[Any], Any]:
+    """Call ``reset_estop`` until it releases, after each refusal waiting as long as its answer says is left.
+
+    Returns the refused answers and the release's answer.
+    """
+    refused: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = probe.call(probe.reset)
+        if answer.success:
+            return refused, answer
+        refused.append(answer)
+        left = re.search(r"\(([0-9.]+) s left\)", answer.message)
+        probe.spin(float(left.group(1)) + 0.05 if left else 0.2)
+    raise AssertionError(f"reset_estop did not release within {timeout} s: {[a.message for a in refused]}")
+
+
+def transitions(events: list[Any]) -> list[str]:
+    return [e.kind for e in events if e.kind in TRANSITIONS]
+
+
+def test_each_estop_transition_is_published_in_order(stand_in_robot: Any, start_process: Any,
+                                                     rclpy_node: Any) -> None:
+    """Latch, refused releases, release, re-homing, home; then a re-home that fails (the arm's stream stops)."""
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+    from std_msgs.msg import Bool
+
+    from coda_engine.ros.spin import call_spinning
+
+    start_arm(start_process)
+    start_bridge(start_process, stand_in_robot(estop_release_quiet_s=TRANSITION_QUIET_S))
+    probe = Probe(rclpy_node)
+    assert probe.spin(20.0, lambda: probe.q is not None and probe.commands.get_subscription_count() > 0)
+    drive_away_from_home(probe)
+    first = len(probe.events)
+    # latched over the topic; a release while the topic still says stop is refused, and says so
+    probe.estop_topic.publish(Bool(data=True))
+    probe.wait_for_event("estop", timeout=20.0, detail="estop topic")
+    answers = [probe.call(probe.reset)]
+    assert not answers[0].success and "latest message is true" in answers[0].message, answers[0].message
+    # the stop button comes up: refused until every stop signal was quiet long enough, with the time left
+    probe.estop_topic.publish(Bool(data=False))
+    while "latest message is true" in answers[-1].message:  # until the bridge has taken the false
+        probe.spin(0.2)
+        answers.append(probe.call(probe.reset))
+    quiet = answers[-1]
+    assert not quiet.success and "must be quiet for 6 s" in quiet.message and " s left)" in quiet.message, quiet.message
+    refused, answer = release_when_quiet(probe)
+    answers += refused
+    assert answer.success and "re-homing" in answer.message and "latched (estop topic)" in answer.message
+    probe.wait_for_event("home", timeout=60.0)
+    assert probe.spin(10.0, lambda: np.max(np.abs(probe.q - HOME)) < 0.03), "the arm is not home"
+    events = probe.events[first:]
+    kinds = transitions(events)
+    assert kinds == ["estop", *["estop_release_refused"] * len(answers), "estop_released", "rehoming", "home"], kinds
+    # each refused call is its own event, saying what its answer said
+    refusals = [e for e in events if e.kind == "estop_release_refused"]
+    assert [e.detail for e in refusals] == [f"reset_estop refused: {a.message}" for a in answers]
+    assert all(e.holding for e in refusals)
+    (released,) = [e for e in events if e.kind == "estop_released"]
+    assert "latched (estop topic)" in released.detail and "not known to the service" in released.detail
+    assert not any(e.holding for e in events if e.kind in ("estop_released", "rehoming", "home"))
+    assert all(e.robot_id == NS and e.episode_id == "" for e in events)
+    # commands are taken again; then a stop over the service, and the arm's joint stream goes silent (the stand-in
+    # drops every message): the release is accepted, the re-home fails on the state watchdog, latched again
+    drive_away_from_home(probe)
+    second = len(probe.events)
+    assert probe.call(probe.estop).success
+    probe.wait_for_event("estop", timeout=20.0, detail="estop service called")
+    client = rclpy_node.create_client(SetParameters, f"/{NS}/fake_ros2_control_arm/set_parameters")
+    assert probe.spin(10.0, client.service_is_ready)
+    value = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=1.0)
+    answer = call_spinning(rclpy_node, client, SetParameters.Request(parameters=[Parameter(name="drop_rate",
+                                                                                         value=value)]))
+    assert answer is not None and answer.results[0].successful
+    refused, answer = release_when_quiet(probe)
+    assert answer.success and "latched (estop service called)" in answer.message, answer.message
+    probe.wait_for_event("rehome_failed", timeout=60.0)
+    assert probe.spin(20.0, lambda: transitions(probe.events[second:])[-1:] == ["estop"]), "not latched again"
+    events = probe.events[second:]
+    kinds = transitions(events)
+    assert kinds == ["estop", *["estop_release_refused"] * len(refused), "estop_released", "rehoming",
+                     "rehome_failed", "estop"], kinds
+    at = [e.kind for e in events]
+    watchdog = at.index("watchdog", at.index("rehoming"))  # what stopped the re-home, reported before the failure
+    assert watchdog < at.index("rehome_failed") and "joint_states silent" in events[watchdog].detail
+    failed = events[at.index("rehome_failed")]
+    assert failed.holding and "re-home after the e-stop release failed" in failed.detail
+    assert "joint_states silent" in failed.detail
+    latched_again = events[-1]
+    assert latched_again.kind == "estop" and "re-home after the release failed" in latched_again.detail
+    # one arm's stamps strictly increase in the order the events came: (robot, stamp, kind) names each once
+    stamps = [e.header.stamp.sec * 10**9 + e.header.stamp.nanosec for e in probe.events]
+    assert stamps == sorted(set(stamps)), stamps

@@ -197,8 +197,10 @@ def test_estop_latches_until_released(layer):
 def test_release_needs_quiet_signals_and_a_rehome(layer):
     quiet = layer.config.estop_release_quiet_s
     layer.estop(NOW, "estop service called")
-    released, message = layer.release(NOW + quiet / 2)  # a single call right after the stop: refused
+    assert layer.latched_since == NOW
+    released, message = layer.release(NOW + quiet / 4)  # a single call right after the stop: refused
     assert not released and f"must be quiet for {quiet:g} s" in message and layer.latched
+    assert f"({quiet * 3 / 4:.2f} s left)" in message, message  # the answer says how long is left
     # the topic says stop and keeps saying it: every true restarts the quiet time, a latest true refuses outright
     assert layer.estop_signal(NOW + 1.0, True).kind == "estop"
     assert layer.estop_signal(NOW + 1.5, True).kind == "estop"
@@ -209,6 +211,10 @@ def test_release_needs_quiet_signals_and_a_rehome(layer):
     assert not released and "must be quiet" in message
     released, message = layer.release(NOW + 100.0 + quiet)
     assert released and "re-homing" in message and not layer.latched and layer.rehoming
+    # how long it held, counted from the first latch (later stop signals do not move it), and why it latched
+    assert f"released after {100.0 + quiet:.3f} s latched (estop service called)" in message, message
+    assert layer.latched_since is None
+    assert layer.release(NOW + 150.0) == (False, "e-stop was not latched (released already: the arm is re-homing)")
     # released, not home: only the re-home moves may go
     got = command(layer, q_target=Q, tcp_target=TCP, now=NOW + 200)
     assert got.kind == "estop" and "re-homing after the e-stop release" in got.detail

@@ -29,8 +29,12 @@ import numpy as np
 from coda_engine.real.robot import ENGINE_ARM_JOINTS, N_ARM_JOINTS, GateConfig, SafetyConfig
 from coda_engine.sim.state_expert import DEMONSTRATORS
 
-KINDS = ("joint_limit", "velocity_limit", "workspace", "max_step", "watchdog", "estop", "gate")
-"""Kinds of intervention (the ``KIND_*`` constants of ``coda_msgs/SafetyEvent``)."""
+ESTOP_TRANSITIONS = ("estop", "estop_release_refused", "estop_released", "rehoming", "home", "rehome_failed")
+"""Kinds of the e-stop's transitions, in the order they come: latched, a ``reset_estop`` refused (why, how long is
+left), released (after how long latched), re-homing, home (commands accepted again) or re-home failed (then latched
+again). ``estop`` is also the kind of a command refused while the e-stop holds."""
+KINDS = ("joint_limit", "velocity_limit", "workspace", "max_step", "watchdog", "gate", *ESTOP_TRANSITIONS)
+"""Kinds of intervention and of e-stop transition (the ``KIND_*`` constants of ``coda_msgs/SafetyEvent``)."""
 
 EVALUATION_FILE = "evaluation.json"
 """File in a version's checkpoint folder with its success rates in simulation (written by the loop)."""
@@ -88,6 +92,7 @@ class SafetyLayer:
         self._box_high = np.asarray(config.workspace_high, dtype=np.float64)
         self._latched = False
         self._latch_reason = ""
+        self._latched_at: float | None = None  # when the e-stop latched (None = not latched)
         self._last_stop: float | None = None  # time of the latest stop signal (service call or true on the topic)
         self._signal_active = False  # the estop topic's latest value
         self._rehoming = False  # released, not yet home: only re-home moves may go
@@ -106,6 +111,11 @@ class SafetyLayer:
         return self._latch_reason
 
     @property
+    def latched_since(self) -> float | None:
+        """When the e-stop latched (the caller's clock), None when it is not latched."""
+        return self._latched_at
+
+    @property
     def rehoming(self) -> bool:
         """Whether the e-stop was released and the arm is not home yet (only re-home moves are accepted)."""
         return self._rehoming
@@ -113,7 +123,7 @@ class SafetyLayer:
     def estop(self, now: float, reason: str) -> Intervention:
         """Latch the e-stop (a second trigger keeps the first reason) and return the intervention to record."""
         if not self._latched:
-            self._latched, self._latch_reason = True, reason or "e-stop"
+            self._latched, self._latch_reason, self._latched_at = True, reason or "e-stop", now
         self._last_stop = now if self._last_stop is None else max(self._last_stop, now)
         self._rehoming = False
         self._reset_tracking()
@@ -137,21 +147,27 @@ class SafetyLayer:
         """Release the latch if the stop signals have been quiet long enough; returns (released, what happened).
 
         Refused while the ``estop`` topic's latest value is true or within ``estop_release_quiet_s`` of the latest
-        stop signal. A release leaves the layer re-homing: every command but the re-home moves is refused until
-        :meth:`rehomed`.
+        stop signal; the message of a refusal says why and how long is left. A release leaves the layer re-homing:
+        every command but the re-home moves is refused until :meth:`rehomed`.
         """
         if not self._latched:
+            if self._rehoming:
+                return False, "e-stop was not latched (released already: the arm is re-homing)"
             return False, "e-stop was not latched"
-        if self._signal_active:
-            return False, "e-stop not released: the estop topic still says stop (its latest message is true)"
         quiet = self.config.estop_release_quiet_s
+        if self._signal_active:
+            return False, ("e-stop not released: the estop topic still says stop (its latest message is true); "
+                           f"publish false, then every stop signal must be quiet for {quiet:g} s")
         since = now - self._last_stop if self._last_stop is not None else math.inf
         if since < quiet:
             return False, (f"e-stop not released: the latest stop signal was {since:.2f} s ago; it must be quiet for "
-                           f"{quiet:g} s")
-        self._latched, self._latch_reason, self._rehoming = False, "", True
+                           f"{quiet:g} s ({quiet - since:.2f} s left)")
+        held = now - self._latched_at if self._latched_at is not None else math.nan
+        reason = self._latch_reason
+        self._latched, self._latch_reason, self._latched_at, self._rehoming = False, "", None, True
         self._reset_tracking()
-        return True, "e-stop released: re-homing at reduced speed before commands are accepted"
+        return True, (f"e-stop released after {_age(held)} latched ({reason}): re-homing at reduced speed before "
+                      "commands are accepted")
 
     def rehomed(self) -> None:
         """Mark the arm home after a release: commands are accepted again."""

@@ -20,15 +20,23 @@ needs a scene set up.
   and safety as in episodes); ignored while an episode runs. The gate reads the version under ``checkpoint_root``
   or, when the command names its model's SHA-256 and that model is not there, the copy of exactly that model in
   ``checkpoint_cache`` (where this machine's policy node or an episode fetched it).
-- ``estop`` (std_srvs/Trigger) and the ``estop`` topic (std_msgs/Bool, true = stop): hold and latch;
-  ``reset_estop`` (std_srvs/Trigger) releases the latch only when every stop signal has been quiet for the
-  robot's ``safety.estop_release_quiet_s`` (and the topic's latest message is false); the bridge then moves the
-  arm home at ``safety.rehome_speed_fraction`` of its joint speed limits and accepts commands and episodes
-  only once it is home (a failed re-home latches the e-stop again).
+- ``estop`` (std_srvs/Trigger) and the ``estop`` topic (std_msgs/Bool, true = stop): hold and latch (a stop
+  signal while latched restarts the quiet time below); ``reset_estop`` (std_srvs/Trigger) releases the latch only
+  when every stop signal has been quiet for the robot's ``safety.estop_release_quiet_s`` (robot file, default 2 s)
+  and the topic's latest message is false; the bridge then moves the arm home at ``safety.rehome_speed_fraction``
+  of its joint speed limits and accepts commands and episodes only once it is home (a failed re-home latches the
+  e-stop again). The answer tells, not its timing: a refused release answers ``success: false`` with why and how
+  long is left, a release ``success: true``; both are also ``safety_events`` messages.
 - ``operator_verdict`` (std_srvs/SetBool, data = success): an operator's verdict on the running episode
   (robots configured with ``success_check: operator``); refused when no episode runs.
 - ``safety_events`` (coda_msgs/SafetyEvent, reliable + transient local, last 1000): every intervention (live
-  commands refused one after another for the same reason are one event); the loop stores them in memory.
+  commands refused one after another for the same reason are one event) and every transition of the e-stop, in
+  this order: ``estop`` (latched), ``estop_release_refused`` (why, how long is left), ``estop_released`` (how long
+  it was latched; the caller is not known to the service: a Trigger request names none and rclpy gives a service
+  callback no caller identity), ``rehoming``, then ``home`` or ``rehome_failed`` (followed by ``estop``, latched
+  again). The log lines come in the same order. Stamps strictly increase in publishing order (one nanosecond past
+  the previous event when the clock has not moved past it), so (robot, stamp, kind) names each event once and sorts
+  them in order; the loop stores each as a memory record.
 
 The safety layer (:class:`coda_engine.real.safety.SafetyLayer`) is always on: a watchdog timer at the control
 rate holds the arm when the joint state stream or a live policy goes silent. The arm's streams, ``arm_command`` and
@@ -54,6 +62,7 @@ from rclpy.duration import Duration
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
@@ -132,6 +141,10 @@ class _BridgeIO:
         self.node.record(intervention, self.episode_id)
 
 
+UNKNOWN_CALLER = ("not known to the service (a std_srvs/Trigger request names no caller and rclpy gives a service "
+                  "callback none)")
+"""What an ``estop_released`` event says of who called ``reset_estop``."""
+
 LIVE_LOOKUP_RETRY_S = 1.0
 """A live command's version not found on this machine is looked up again after this long, s (not every command)."""
 
@@ -196,7 +209,10 @@ class ArmBridgeNode(Node):
         self.in_flight = InFlight()
         """Episodes being run; when the node stops, they end (aborted) and reply before it is destroyed."""
         self.episode_counter = itertools.count()
-        self.event_counter = itertools.count()
+        self.event_lock = threading.RLock()
+        """Held while an event is stamped and published, and around each e-stop transition with its event, so
+        the events (and their log lines) come in the order of the transitions."""
+        self._last_event_ns = 0
         self.live_version = ""
         self.live_last: float | None = None
         self.live_holding = False
@@ -299,21 +315,32 @@ class ArmBridgeNode(Node):
             self.send(joints.q, opening, self.period)
 
     def record(self, intervention: Intervention, episode_id: str = "") -> None:
-        """Publish an intervention on ``safety_events`` and log it."""
+        """Publish an intervention or e-stop transition on ``safety_events`` and log it (stamps strictly increase)."""
         fields = intervention.to_event(self.robot.robot_id, episode_id)
         msg = dict_to_msg(SafetyEvent, fields)
-        msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.robot.base_frame
-        self.event_pub.publish(msg)
-        self.get_logger().warning(f"safety {intervention.kind}: {intervention.detail} (holding={intervention.holding})")
+        with self.event_lock:
+            stamp = max(self.get_clock().now().nanoseconds, self._last_event_ns + 1)
+            self._last_event_ns = stamp
+            msg.header.stamp = Time(nanoseconds=stamp).to_msg()
+            self.event_pub.publish(msg)
+            text = f"safety {intervention.kind}: {intervention.detail} (holding={intervention.holding})"
+            if intervention.kind in ("rehoming", "home"):
+                self.get_logger().info(text)
+            elif intervention.kind == "rehome_failed":
+                self.get_logger().error(text)
+            else:
+                self.get_logger().warning(text)
 
     # ---------------------------------------------------------------- e-stop and operator
     def trigger_estop(self, reason: str) -> None:
-        """Hold, latch and record (a second trigger while latched only holds)."""
+        """Hold, latch and record; a trigger while latched only holds and restarts the quiet time."""
         self.hold()
-        if self.safety.latched:
-            return
-        self.record(self.safety.estop(time.monotonic(), reason))
+        with self.event_lock:
+            was = self.safety.latched
+            intervention = self.safety.estop(time.monotonic(), reason)
+            if not was:
+                self.record(intervention)
 
     def on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """``estop`` service: hold and latch."""
@@ -323,21 +350,38 @@ class ArmBridgeNode(Node):
 
     def on_estop_topic(self, msg: Bool) -> None:
         """``estop`` topic: true holds and latches; false marks the signal quiet (only ``reset_estop`` releases)."""
-        was = self.safety.latched
-        intervention = self.safety.estop_signal(time.monotonic(), bool(msg.data))
-        if intervention is not None:
-            self.hold()
-            if not was:
-                self.record(intervention)
+        with self.event_lock:
+            was = self.safety.latched
+            intervention = self.safety.estop_signal(time.monotonic(), bool(msg.data))
+            if intervention is not None:
+                self.hold()
+                if not was:
+                    self.record(intervention)
 
     def on_reset_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        """``reset_estop`` service: release the latch if the stop signals were quiet, then re-home (own thread)."""
-        released, response.message = self.safety.release(time.monotonic())
-        response.success = released
-        if released:
+        """``reset_estop`` service: release the latch if the stop signals were quiet, then re-home (own thread).
+
+        A refusal (``success: false``, the message says why and how long is left) and a release (``success: true``)
+        are each a ``safety_events`` message; the release is followed by ``rehoming`` before the move starts.
+        """
+        with self.event_lock:
+            latched = self.safety.latched
+            now = time.monotonic()
+            released, response.message = self.safety.release(now)
+            response.success = released
+            if not latched:  # nothing to release: no transition
+                self.get_logger().info(f"reset_estop: {response.message}")
+                return response
+            if not released:
+                self.record(Intervention("estop_release_refused", f"reset_estop refused: {response.message}", now))
+                return response
             self.live_last = None
-            threading.Thread(target=self._rehome, name="arm-rehome", daemon=True).start()
-        self.get_logger().info(response.message)
+            self.record(Intervention("estop_released", f"{response.message}; reset_estop caller: {UNKNOWN_CALLER}",
+                                     now, holding=False))
+            fraction = self.robot.safety.rehome_speed_fraction
+            self.record(Intervention("rehoming", f"moving home at {fraction:g} of the joint speed limits; commands "
+                                                 "and episodes are refused until the arm is home", now, holding=False))
+        threading.Thread(target=self._rehome, name="arm-rehome", daemon=True).start()
         return response
 
     def _rehome(self) -> None:
@@ -367,11 +411,19 @@ class ArmBridgeNode(Node):
                                speed_fraction=self.robot.safety.rehome_speed_fraction, rehome=True)
         if self.in_flight.stopping.is_set():
             return
-        if not reason:
-            self.safety.rehomed()
-            self.get_logger().info(f"{self.robot.robot_id} is home after the e-stop release: commands accepted")
-        elif not self.safety.latched:
-            self.trigger_estop(f"re-home after the release failed: {reason}")
+        with self.event_lock:  # home and a new latch cannot cross: the events say which came first
+            if not reason and self.safety.latched:
+                reason = f"e-stop latched again ({self.safety.latch_reason})"
+            now = time.monotonic()
+            if not reason:
+                self.safety.rehomed()
+                self.record(Intervention("home", f"{self.robot.robot_id} is home after the e-stop release: commands "
+                                                 "and episodes accepted", now, holding=False))
+                return
+            self.hold()
+            self.record(Intervention("rehome_failed", f"re-home after the e-stop release failed: {reason}", now))
+            if not self.safety.latched:
+                self.trigger_estop(f"re-home after the release failed: {reason}")
 
     def on_verdict(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         """``operator_verdict``: the operator says whether the running episode succeeded (refused when none runs)."""
