@@ -25,17 +25,22 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import Action, LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler, Shutdown
 from launch.event_handlers import OnProcessExit
 from launch.events.process import ProcessExited
 from launch_ros.actions import Node
+
+from coda_engine.ros.launch_params import parameter_arguments
+from coda_loop.ros.graph import DISCOVERY_WAIT_S, refuse_before_launch
 
 
 def _loop_done(event: ProcessExited, context: LaunchContext) -> list[Action]:
     if event.returncode != 0 and not context.is_shutdown:  # not on Ctrl-C, where every process is stopped
         # An error raised here makes `ros2 launch` stop every process and exit with 1.
         raise RuntimeError(f"coda_loop exited with {event.returncode}: the run did not finish (see its log above)")
-    return [Shutdown(reason="coda_loop finished its rounds")]
+    run_dir = os.path.abspath(context.launch_configurations["run_dir"])
+    reason = f"coda_loop finished its rounds: {run_dir} holds summary.json and report.html"
+    return [LogInfo(msg=f"coda_sim.launch.py: {reason}"), Shutdown(reason=reason)]
 
 
 def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Action]:
@@ -53,24 +58,28 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Acti
         if services[piece] and not services[piece].startswith("/"):
             raise RuntimeError(f"coda_sim.launch.py: {piece}:={choice} must be node, in_process or an absolute "
                                "service name (/ns/service)")
+    # Before any node of this launch joins the domain and before anything is written: another loop on the domain
+    # refuses this launch (the coda_loop node checks again, for a start without this file).
+    refuse_before_launch(float(conf["discovery_wait_s"]))
     os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)  # after every check: a refused launch leaves none
     loop = Node(
         package="coda_loop",
         executable="coda_loop",
         name="coda_loop",
-        parameters=[
-            os.path.join(loop_share, "config", "loop.yaml"),
+        ros_arguments=parameter_arguments(
+            [os.path.join(loop_share, "config", "loop.yaml")],
             {"run_dir": run_dir, "rounds": int(conf["rounds"]), "budget": int(conf["budget"]),
              "method": conf["method"], "seed": int(conf["seed"]), "config_file": config_file,
-             "generator_service": services["generator"], "critic_service": services["critic"]},
-        ],
+             "generator_service": services["generator"], "critic_service": services["critic"],
+             "discovery_wait_s": float(conf["discovery_wait_s"])}),
         output="screen",
     )
     memory = Node(
         package="coda_loop",
         executable="memory",
         name="memory",
-        parameters=[os.path.join(loop_share, "config", "memory.yaml"), {"db_path": os.path.join(run_dir, "memory.db")}],
+        ros_arguments=parameter_arguments([os.path.join(loop_share, "config", "memory.yaml")],
+                                          {"db_path": os.path.join(run_dir, "memory.db")}),
         output="screen",
     )
     workers = [
@@ -78,10 +87,9 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Acti
             package="coda_engine",
             executable="sim_bridge",
             namespace=f"sim_{i}",
-            parameters=[
-                os.path.join(share, "config", "sim_bridge.yaml"),
-                {"checkpoint_root": os.path.join(run_dir, "checkpoints"), "camera_rate_hz": 0.0},
-            ],
+            ros_arguments=parameter_arguments([os.path.join(share, "config", "sim_bridge.yaml")],
+                                              {"checkpoint_root": os.path.join(run_dir, "checkpoints"),
+                                               "camera_rate_hz": 0.0}),
             output="screen",
         )
         for i in range(int(conf["workers"]))
@@ -93,8 +101,9 @@ def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Acti
     if conf["critic"] == "node":
         critic_share = get_package_share_directory("coda_critic")
         helpers.append(Node(package="coda_critic", executable="critic", name="critic",
-                            parameters=[os.path.join(critic_share, "config", "critic.yaml"),
-                                        {"publish_programs": False}],  # the loop plans and records the programs
+                            # the loop plans and records the programs
+                            ros_arguments=parameter_arguments([os.path.join(critic_share, "config", "critic.yaml")],
+                                                              {"publish_programs": False}),
                             output="screen"))
     return [loop, memory, *helpers, *workers,
             RegisterEventHandler(OnProcessExit(target_action=loop, on_exit=_loop_done))]
@@ -115,6 +124,9 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("critic", default_value="node",
                                   description="node (start a critic here) | in_process | the DiagnoseEpisodes service "
                                               "of a critic elsewhere, e.g. /gpu_box/diagnose_episodes"),
+            DeclareLaunchArgument("discovery_wait_s", default_value=str(DISCOVERY_WAIT_S),
+                                  description="watch the domain this long for another loop before anything starts "
+                                              "(refused if one runs), s"),
             DeclareLaunchArgument("config_file", default_value="",
                                   description="YAML/JSON of LoopConfig fields; they win over rounds, budget, method, "
                                               "seed (empty: none)"),

@@ -68,6 +68,9 @@ IMPORT_KEYS: dict[str, str] = {
 """Top-level import name of a Python distribution -> the rosdep key a package.xml declares for it."""
 
 LOCAL_ROSDEP_FILE = "requirements/rosdep.yaml"
+INSTALLED_LAUNCH = "../../launch"
+"""How a package's setup.py names the workspace's top-level launch folder when it installs those files: their imports
+count as that package's code."""
 """The workspace's own rosdep definitions (for keys rosdistro lacks)."""
 
 RUN_CATEGORIES = ("depend", "exec_depend")
@@ -97,10 +100,17 @@ class Package:
         """Return the keys listed under any of ``categories``."""
         return set().union(*(self.depends.get(c, frozenset()) for c in categories))
 
-    def python_roots(self) -> dict[str, Path]:
-        """Return the folders of Python files to scan: ``code`` (the Python package) and ``test``."""
-        roots = {"code": self.folder / self.name, "test": self.folder / "test"}
-        return {kind: path for kind, path in roots.items() if path.is_dir()}
+    def python_roots(self) -> list[tuple[str, Path]]:
+        """Return the folders of Python files to scan, by kind: ``code`` and ``test``.
+
+        ``code`` is the Python package, and the workspace's top-level ``launch/`` folder when this package's setup.py
+        installs its files.
+        """
+        roots = [("code", self.folder / self.name), ("test", self.folder / "test")]
+        setup = self.folder / "setup.py"
+        if setup.is_file() and INSTALLED_LAUNCH in setup.read_text():
+            roots.insert(1, ("code", (self.folder / INSTALLED_LAUNCH).resolve()))
+        return [(kind, path) for kind, path in roots if path.is_dir()]
 
 
 @dataclass(frozen=True)
@@ -319,7 +329,7 @@ def check(src: Path) -> Graph:
     for name, pkg in packages.items():
         used: set[str] = set()
         graph.uses[name] = {}
-        for kind, root in pkg.python_roots().items():
+        for kind, root in pkg.python_roots():
             allowed = pkg.declared(RUN_CATEGORIES if kind == "code" else TEST_CATEGORIES)
             found = graph.uses[name].setdefault(kind, [])
             for path in python_files(root):

@@ -202,6 +202,7 @@ def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert [row["round"] for row in summary["rounds"]] == [0, 1]
+    assert json.loads((run_dir / "summary.json").read_text()) == summary
     for row in summary["rounds"]:
         assert set(row["per_split"]) == {"id", "position"}
         assert all(0.0 <= v <= 1.0 for v in row["per_split"].values())
@@ -378,6 +379,64 @@ def test_a_second_loop_on_one_domain_is_refused_but_not_after_the_first_was_kill
 
 
 @pytest.mark.ros
+def test_a_training_loop_answers_over_dds_and_refuses_a_second_loop(tmp_path: Path, ros_domain: int,
+                                                                   rclpy_node) -> None:
+    """While the ``coda_loop`` node trains, its parameters and checkpoint service answer and a second loop is refused.
+
+    The node runs round 0's behaviour cloning (the ``train`` step, long here); the test waits for the node's log line
+    that the step started and does everything before the line that it finished. Each answer must come within the
+    liveness check's own timeout (``ANSWER_TIMEOUT_S``): a node that answered only between batches (as the loop did
+    before) answers none of them. The second loop is the launch file's check (``refuse_before_launch``), which joins
+    the domain with no node of the loop's (test_launch_files.py checks that it comes first in the launch file).
+    """
+    from rcl_interfaces.srv import GetParameters
+
+    from coda_engine.ros.spin import call_spinning, spin_until
+    from coda_loop.ros.graph import ANSWER_TIMEOUT_S, refuse_before_launch
+    from coda_msgs.srv import GetCheckpoint
+
+    run_dir = tmp_path / "run"
+    config = tmp_path / "long_train.json"
+    # as launched: no local workers (the runner and its checkpoint service start with the node); killed mid-train
+    config.write_text(json.dumps({**TINY, "workers": 0, "base_sft_steps": 200_000, "rl_env_steps": 0}))
+    log = tmp_path / "coda_loop.log"
+    with log.open("w") as out:
+        loop = subprocess.Popen([sys.executable, "-m", "coda_loop.ros.loop_node", "--ros-args",
+                                 "-p", f"run_dir:={run_dir}", "-p", f"config_file:={config}",
+                                 "-p", "wait_for_workers_s:=0.0"],
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while "round 0 train: started" not in log.read_text():
+            assert loop.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        params = rclpy_node.create_client(GetParameters, "/coda_loop/get_parameters")
+        checkpoints = rclpy_node.create_client(GetCheckpoint, "/coda_loop/get_checkpoint")
+        for client in (params, checkpoints):
+            assert spin_until(rclpy_node, client.service_is_ready, 60.0), f"{client.srv_name} did not appear"
+        waits = []
+        for _ in range(5):
+            started = time.monotonic()
+            answer = call_spinning(rclpy_node, params, GetParameters.Request(names=["rounds", "run_dir"]),
+                                   ANSWER_TIMEOUT_S)
+            waits.append(time.monotonic() - started)
+            assert answer is not None, f"no parameters within {ANSWER_TIMEOUT_S} s (waits so far {waits})"
+            assert answer.values[0].integer_value == 1  # the run's (its config file's), not the node's default
+            assert answer.values[1].string_value == str(run_dir)
+        answer = call_spinning(rclpy_node, checkpoints, GetCheckpoint.Request(version="r009-bc"), ANSWER_TIMEOUT_S)
+        assert answer is not None and not answer.success and "r009-bc" in answer.error
+        with pytest.raises(RuntimeError, match=r"another loop \(/coda_loop\) is running"):
+            refuse_before_launch(30.0)
+        text = log.read_text()
+        assert "round 0 train: {" not in text, "the train step ended before the checks"
+        assert loop.poll() is None, text[-3000:]
+    finally:
+        loop.kill()
+        loop.wait()
+    print(f"parameter answers while training: {', '.join(f'{w * 1000:.0f} ms' for w in waits)}")
+
+
+@pytest.mark.ros
 def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Path, ros_domain: int,
                                                                    start_process) -> None:
     """The launch-file layout: coda_loop with no local workers, a sim_bridge process, a memory node process.
@@ -399,6 +458,11 @@ def test_coda_loop_node_runs_every_episode_on_sim_bridge_processes(tmp_path: Pat
         assert time.monotonic() < deadline, "coda_loop did not finish"
         time.sleep(1.0)
     assert loop.returncode == 0
+    # the run folder holds what a `coda run` folder holds: its summary and its report beside the memory
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [row["round"] for row in summary["rounds"]] == [0, 1] and summary["seconds"] > 0
+    assert summary["report"] == str(run_dir / "report.html")
+    assert "CoDA run report: run" in (run_dir / "report.html").read_text()
     from coda_loop.memory import MemoryStore
 
     with MemoryStore(run_dir / "memory.db") as store:

@@ -113,7 +113,8 @@ def shell_texts(page: Path) -> Iterator[tuple[str, str]]:
             yield block.name, block.text
     prose = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
     for span in re.findall(r"`([^`\n]+)`", prose):
-        if re.match(r"(coda [a-z]+|ros2 launch launch/\w+\.launch\.py|ros2 run \w+ \w+|make [a-z]+)( |$)", span):
+        if re.match(r"(coda [a-z]+|ros2 launch (launch/|\w+ )\w+\.launch\.py|ros2 run \w+ \w+|make [a-z]+)( |$)",
+                    span):
             yield f"{page.relative_to(REPO)} (inline)", span
 
 
@@ -215,14 +216,17 @@ def ros2_problems(tokens: list[str]) -> list[str]:
     """Return what is wrong with one ``ros2 launch`` or ``ros2 run`` command."""
     if len(tokens) < 3 or tokens[1] not in {"launch", "run"}:
         return []
-    if tokens[1] == "launch":
-        path = REPO / tokens[2]
+    if tokens[1] == "launch":  # the path form (launch/<file>) or the package form (<package> <file>)
+        packaged = len(tokens) > 3 and ":=" not in tokens[3] and not tokens[2].endswith(".py")
+        name = " ".join(tokens[2:4]) if packaged else tokens[2]
+        path = (REPO / "install" / tokens[2] / "share" / tokens[2] / "launch" / tokens[3]) if packaged \
+            else REPO / tokens[2]
         if not path.is_file():
-            return [f"`ros2 launch {tokens[2]}`: no such launch file"]
+            return [f"`ros2 launch {name}`: no such launch file ({path.relative_to(REPO)})"]
         declared = launch_arguments(path)
-        return [f"`ros2 launch {tokens[2]}` declares no argument {name!r} (it has {sorted(declared)})"
-                for name in (t.split(":=", 1)[0] for t in tokens[3:] if ":=" in t)
-                if name not in declared and name not in LAUNCH_BUILTINS]
+        return [f"`ros2 launch {name}` declares no argument {arg!r} (it has {sorted(declared)})"
+                for arg in (t.split(":=", 1)[0] for t in tokens[3 + packaged:] if ":=" in t)
+                if arg not in declared and arg not in LAUNCH_BUILTINS]
     if len(tokens) < 4:
         return [f"`{' '.join(tokens)}`: ros2 run needs a package and an executable"]
     package, executable = tokens[2], tokens[3]
@@ -304,6 +308,9 @@ def test_the_checks_catch_a_renamed_subcommand_option_or_argument() -> None:
     assert command_problems("coda bench core --json") == [] and command_problems("coda bench core --jsn")
     assert command_problems("ros2 launch launch/coda_sim.launch.py run_dir:=runs/x") == []
     assert command_problems("ros2 launch launch/coda_sim.launch.py rundir:=runs/x")
+    assert command_problems("ros2 launch coda_loop coda_sim.launch.py run_dir:=runs/x") == []
+    assert command_problems("ros2 launch coda_loop coda_sim.launch.py rundir:=runs/x")
+    assert command_problems("ros2 launch coda_engine coda_sim.launch.py run_dir:=runs/x")  # not that package's
     assert command_problems("ros2 run coda_loop memory --ros-args -p db_path:=m.db") == []
     assert command_problems("ros2 run coda_loop memory --ros-args -p db:=m.db")
     assert command_problems("make run") == [] and command_problems("make start")

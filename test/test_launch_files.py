@@ -41,7 +41,7 @@ def _param_files(call: ast.Call) -> list[str]:
     """Parameter files named as PathJoinSubstitution/os.path.join(..., 'config', 'x.yaml') or literals."""
     files = []
     for kw in call.keywords:
-        if kw.arg != "parameters":
+        if kw.arg not in ("parameters", "ros_arguments"):
             continue
         for sub in ast.walk(kw.value):
             text = _literal(sub)
@@ -120,3 +120,31 @@ def test_checker_reports_missing_executable_and_bad_params(tmp_path: Path) -> No
     assert any("no_such_node is not installed" in p for p in found)
     assert any("missing_params.yaml not found" in p for p in found)
     assert len(found) == 2
+
+
+def test_every_launch_file_is_installed_in_coda_loops_share_folder() -> None:
+    """`ros2 launch coda_loop <file>` and FindPackageShare("coda_loop") find each file: one copy, the repository's."""
+    from ament_index_python.packages import get_package_share_directory
+
+    share = Path(get_package_share_directory("coda_loop")) / "launch"
+    assert sorted(p.name for p in share.iterdir()) == [p.name for p in LAUNCH_FILES]
+    for path in LAUNCH_FILES:
+        assert (share / path.name).read_bytes() == path.read_bytes(), f"{share / path.name} is not {path}"
+
+
+def _first_line(tree: ast.AST, name: str) -> int:
+    lines = [call.lineno for call in ast.walk(tree) if isinstance(call, ast.Call)
+             and getattr(call.func, "id", getattr(call.func, "attr", None)) == name]
+    assert lines, f"no call of {name}"
+    return min(lines)
+
+
+def test_the_sim_launch_refuses_a_second_loop_before_it_starts_or_writes_anything() -> None:
+    """The domain check of coda_sim.launch.py comes before its first Node and its first folder.
+
+    What the check does is tested with a real loop on the domain (test/test_coda_run.py); the launch file's order
+    is what is checked here, since `launch` does not install from PyPI.
+    """
+    tree = ast.parse((REPO / "launch" / "coda_sim.launch.py").read_text())
+    check = _first_line(tree, "refuse_before_launch")
+    assert check < _first_line(tree, "Node") and check < _first_line(tree, "makedirs")

@@ -63,13 +63,15 @@ def test_local_rosdep_keys_are_defined_and_pinned() -> None:
 # ---------------------------------------------------------------- the checker on planted back-imports
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """Return a copy of every package.xml and Python file of src/ (the checker reads nothing else)."""
+    """Return a copy of every package.xml and Python file of src/ and launch/ (the checker reads nothing else)."""
     src = tmp_path / "src"
-    for path in (REPO / "src").rglob("*"):
-        if path.is_file() and (path.name == "package.xml" or path.suffix == ".py") and "__pycache__" not in path.parts:
-            target = src / path.relative_to(REPO / "src")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+    for folder in ("src", "launch"):
+        for path in (REPO / folder).rglob("*"):
+            wanted = path.name == "package.xml" or path.suffix == ".py"
+            if path.is_file() and wanted and "__pycache__" not in path.parts:
+                target = tmp_path / path.relative_to(REPO)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
     return src
 
 

@@ -17,6 +17,9 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
+        # The workspace's launch files live once, in the top-level launch/ folder; installed here (symlinked by
+        # --symlink-install), `ros2 launch coda_loop <file>` and FindPackageShare("coda_loop") find every one.
+        ("share/" + PACKAGE + "/launch", sorted(glob("../../launch/*.launch.py"))),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

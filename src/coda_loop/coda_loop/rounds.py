@@ -106,6 +106,23 @@ def new_run_dir(root: Path | str, method: str) -> Path:
     raise RuntimeError(f"cannot create a run folder under {root}")
 
 
+def write_run_summary(run_dir: Path | str, summary: dict[str, Any], seconds: float,
+                      report: bool = True) -> dict[str, Any]:
+    """Write what a finished run keeps beside its memory, however it was started (``coda run`` or ``coda_loop``).
+
+    ``summary.json``: ``summary`` (:meth:`CoevolutionLoop.run`'s) with ``seconds``, the wall time of this start;
+    with ``report`` first ``report.html`` (``coda report``), whose path the summary names under ``report``. Returns
+    the summary as written.
+    """
+    summary = {**summary, "seconds": round(seconds, 1)}
+    if report:
+        from coda_loop.report.html import write_report
+
+        summary["report"] = str(write_report(Path(run_dir)))
+    atomic_json(Path(run_dir) / "summary.json", summary)
+    return summary
+
+
 def real_arms_summary(episodes: list[Any], unfinished: list[Any]) -> RealArmsRound:
     """Success by source (simulation vs real arms) and per robot of one batch of episodes."""
     by_source: dict[str, list[int]] = {"sim": [], "real": []}

@@ -87,7 +87,6 @@ class EpisodeRunner:
         """Start ``workers`` local processes; with ``node`` (an rclpy node) also use remote workers and ``arms``."""
         self.checkpoint_root = Path(checkpoint_root).resolve()
         self.workers = workers
-        self.node = node
         self.remote_timeout = remote_timeout
         self.arms = {arm.ns: arm for arm in arms}
         if self.arms and node is None:
@@ -109,9 +108,19 @@ class EpisodeRunner:
         """Serves this run's versions on ``<node FQN>/get_checkpoint`` to workers, arms and live policy nodes on
         other machines, from a thread of its own for the whole run (with a node only)."""
         self._model_sha256: dict[str, str] = {}
+        self.node: Any = None
+        """The node the runner's clients live on (goals, services, safety events), ``<node name>_work`` next to the
+        given one, spun only while the runner waits. The given node is the loop's name in the graph: its owner
+        keeps it spun all the time, so its parameters and liveness answer while the loop trains."""
         if node is not None:
+            import rclpy
+
             from coda_engine.ros.checkpoints import BackgroundCheckpointServer
 
+            # Without the process's global ROS arguments: `ros2 launch` starts the owner with `-r __node:=<name>`,
+            # which would give this node the owner's name too.
+            self.node = rclpy.create_node(f"{node.get_name()}_work", namespace=node.get_namespace(),
+                                          context=node.context, use_global_arguments=False)
             self.checkpoint_server = BackgroundCheckpointServer(node, self.checkpoint_root)
 
     def close(self) -> None:
@@ -122,6 +131,12 @@ class EpisodeRunner:
         if self.checkpoint_server is not None:
             self.checkpoint_server.close()
             self.checkpoint_server = None
+        if self.client is not None:
+            self.client.executor.shutdown(timeout_sec=1.0)
+            self.client = None
+        if self.node is not None:
+            self.node.destroy_node()
+            self.node = None
 
     def _servers(self) -> list[str]:
         from rclpy.action import get_action_names_and_types

@@ -74,6 +74,22 @@ def test_killed_stand_in_mid_episode_is_recorded_and_rescheduled(tmp_path: Path,
 
     rclpy_node.create_subscription(JointTrajectory, f"/{bridge_test.NS}/joint_trajectory_controller/joint_trajectory",
                                    kill_mid_episode, 50)
+    # The runner's clients live on a node of its own; the given node (here the test's, with the subscription that
+    # kills the arm) is spun by its owner for the whole batch, as the loop spins its coda_run / coda_loop node.
+    import threading
+
+    from rclpy.executors import SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor(context=rclpy_node.context)
+    executor.add_node(rclpy_node)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.05)
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
     runner = EpisodeRunner(1, tmp_path, rclpy_node, arms=[ArmSpec(robot_id=bridge_test.NS, episodes_per_round=2)])
     scenes = [generate_seeded("pick_place", 30 + i, SceneParams()) for i in range(3)]
     jobs = [(s, f"r001-e{i:04d}") for i, s in enumerate(scenes)]
@@ -81,6 +97,10 @@ def test_killed_stand_in_mid_episode_is_recorded_and_rescheduled(tmp_path: Path,
         episodes = runner.run(jobs, "expert", real={bridge_test.NS: 2})
     finally:
         runner.close()
+        stop.set()
+        spinner.join()
+        executor.remove_node(rclpy_node)
+        executor.shutdown()
     assert arm.poll() is not None, "the stand-in was not killed"
     assert [e.scene.scene_id for e in episodes] == [s.scene_id for s in scenes]  # nothing lost
     assert all(e.status == 0 for e in episodes)

@@ -84,7 +84,11 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 class _Ros:
-    """The ROS side of the process: the loop's node (remote workers) and the memory node, spun in a thread."""
+    """The ROS side of the process: the loop's node and the memory node, both spun by a thread for the whole run.
+
+    The ``coda_run`` node answers its parameters (and so the liveness check of a second loop) while the loop trains;
+    the episode runner's clients live on a node of their own (:class:`coda_loop.workers.EpisodeRunner`).
+    """
 
     def __init__(self, db_path: Path, discovery_wait: float = DISCOVERY_WAIT_S) -> None:
         """Start the nodes; ``RuntimeError`` when another loop runs on this ROS domain (nothing is left running).
@@ -109,6 +113,7 @@ class _Ros:
         self.memory = MemoryNode(db_path=str(db_path))
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.memory)
+        self.executor.add_node(self.node)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()
@@ -122,6 +127,7 @@ class _Ros:
 
         self.stop.set()
         self.thread.join(timeout=5)
+        self.executor.shutdown(timeout_sec=1.0)
         self.memory.destroy_node()
         self.node.destroy_node()
         rclpy.try_shutdown()
@@ -169,7 +175,7 @@ def _rate(row: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run or resume the loop; print where the run is and what it measured."""
-    from coda_loop.rounds import CoevolutionLoop, new_run_dir
+    from coda_loop.rounds import CoevolutionLoop, new_run_dir, write_run_summary
 
     try:
         config = _config(args)
@@ -228,12 +234,7 @@ def run(args: argparse.Namespace) -> int:
         loop.close()
         if ros is not None:
             ros.close()
-    summary["seconds"] = round(time.monotonic() - start, 1)
-    (Path(run_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
-    if not args.no_report:
-        from coda_loop.report.html import write_report
-
-        summary["report"] = str(write_report(Path(run_dir)))
+    summary = write_run_summary(run_dir, summary, time.monotonic() - start, report=not args.no_report)
     if args.json:
         print(json.dumps(summary))
     else:

@@ -72,3 +72,26 @@ def refuse_second_loop(node: Node, wait_s: float = DISCOVERY_WAIT_S) -> None:
         raise RuntimeError(f"another loop ({', '.join(live)}) is running on ROS domain {domain}: two loops on one "
                            "domain would share their memory topics, checkpoint service and sim workers; start this "
                            "one with its own ROS_DOMAIN_ID, or stop the other")
+
+
+def refuse_before_launch(wait_s: float = DISCOVERY_WAIT_S, node_name: str = "coda_launch_check") -> None:
+    """Raise ``RuntimeError`` (as :func:`refuse_second_loop`) when a loop runs on this process's ROS domain.
+
+    For a launch file, before it starts any node or writes anything: the check runs on a ROS context and a node of
+    its own (``node_name``, without the process's global ROS arguments and parameter services), both gone on return,
+    so the launch process's own ROS context, if it has one, is left alone.
+    """
+    import rclpy
+    from rclpy.context import Context
+
+    context = Context()
+    rclpy.init(args=[], context=context)
+    try:
+        node = rclpy.create_node(node_name, context=context, use_global_arguments=False,
+                                 start_parameter_services=False)
+        try:
+            refuse_second_loop(node, wait_s)
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)

@@ -8,8 +8,10 @@ It runs :class:`coda_loop.rounds.CoevolutionLoop` on the run folder of parameter
 service for every scene, with ``critic_service`` that ``critic`` service for the steering diagnoses (empty: in
 this process; :mod:`coda_loop.sources`); training runs here; the ``memory`` node started next to it announces
 every write. Parameters: see
-config/loop.yaml. The node exits when the last round has finished, with status 0; with 2 when it cannot
-start (a bad parameter or config file, another loop on the domain). SIGINT or SIGTERM stops it between two
+config/loop.yaml. The node answers its parameters at all times, also while the loop trains (a thread spins it; the
+loop's clients are on a node of the episode runner). The node exits when the last round has finished, having
+written ``summary.json`` and ``report.html`` into the run folder as ``coda run`` does, with status 0; with 2 when
+it cannot start (a bad parameter or config file, another loop on the domain). SIGINT or SIGTERM stops it between two
 steps of its work, with status 0: the run folder keeps every finished step, and the next start with the same
 ``run_dir`` resumes it. Later signals are ignored until it has closed the run (``ros2 launch`` sends one of its
 own after a terminal's Ctrl-C).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 import rclpy
@@ -28,16 +31,19 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from coda_engine.processes import signals_held
-from coda_engine.ros.spin import StopSignal, shutdown_context, stop_on_first_signal
+from coda_engine.ros.spin import NodeThread, StopSignal, shutdown_context, stop_on_first_signal
 from coda_engine.text_embedding import load_model as load_text_model
 from coda_loop.config import RUN_CONFIG, LoopConfig
 from coda_loop.ros.graph import DISCOVERY_WAIT_S, refuse_second_loop
 from coda_loop.ros.remote import use_nodes
-from coda_loop.rounds import CoevolutionLoop
+from coda_loop.rounds import CoevolutionLoop, write_run_summary
 
 
 class LoopNode(Node):
-    """Holds the loop's parameters; the loop runs in :func:`main` with this node for the ROS workers."""
+    """The loop's parameters, answered at any time: a thread spins this node for the whole run.
+
+    The loop itself runs in :func:`main`; its clients live on a node of the episode runner.
+    """
 
     def __init__(self) -> None:
         """Declare the parameters."""
@@ -56,6 +62,18 @@ class LoopNode(Node):
         self.critic_service = str(self.declare_parameter("critic_service", "").value)
         self.wait_for_workers = float(self.declare_parameter("wait_for_workers_s", 30.0).value)
         self.discovery_wait = float(self.declare_parameter("discovery_wait_s", DISCOVERY_WAIT_S).value)
+        self.write_report = bool(self.declare_parameter("write_report", True).value)
+
+    def show(self, config: LoopConfig) -> None:
+        """Set ``method``, ``rounds``, ``budget``, ``workers`` and ``seed`` to the run's own values.
+
+        ``ros2 param get /coda_loop rounds`` then tells what the run does, also when ``config_file`` or a resumed
+        run folder decided it, not what the launch passed.
+        """
+        from rclpy.parameter import Parameter
+
+        self.set_parameters([Parameter(name, value=type(self.fields[name])(getattr(config, name)))
+                             for name in ("method", "rounds", "budget", "workers", "seed")])
 
     def config(self) -> LoopConfig | None:
         """Return the config of a new run; None when ``run_dir`` holds a run (resumed with its own settings).
@@ -87,8 +105,10 @@ def main(args: list[str] | None = None) -> None:
     # handlers would shut it down first); the loop's waits for episodes are short, so it stops within 0.1 s.
     stop_on_first_signal(on_first=interrupt)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    start = time.monotonic()
     node = LoopNode()
     loop: CoevolutionLoop | None = None
+    spinner: NodeThread | None = None
     code = 0
     try:
         # The text model is imported before the work, with the stop signals held meanwhile: raised inside that
@@ -100,18 +120,18 @@ def main(args: list[str] | None = None) -> None:
         node.get_logger().info("text model loaded")
         if node.discovery_wait > 0:
             refuse_second_loop(node, node.discovery_wait)
+        spinner = NodeThread(node, "coda_loop")
         loop = CoevolutionLoop(node.run_dir, node.config(), node=node,
                                on_event=lambda r, step, out: node.get_logger().info(
                                    f"round {r} {step}: "
                                    + ("started" if out is None else json.dumps(out.to_dict())[:300])))
+        node.show(loop.config)
         use_nodes(loop, node.generator_service, node.critic_service)
         if loop.config.workers == 0:
-            import time
-
             end = time.monotonic() + node.wait_for_workers
             while not loop.runner.remote_workers() and time.monotonic() < end:
-                rclpy.spin_once(node, timeout_sec=0.5)
-        summary = loop.run()
+                time.sleep(0.5)
+        summary = write_run_summary(node.run_dir, loop.run(), time.monotonic() - start, report=node.write_report)
         running[0] = False
         node.get_logger().info(f"finished: {json.dumps(summary)}")
     except (ValueError, RuntimeError) as error:
@@ -125,7 +145,10 @@ def main(args: list[str] | None = None) -> None:
         running[0] = False
         if loop is not None:
             loop.close()
-        node.destroy_node()
+        if spinner is not None:
+            spinner.close()  # destroys the node
+        else:
+            node.destroy_node()
         shutdown_context()
     if code:
         sys.exit(code)
