@@ -20,7 +20,10 @@ from ament_index_python.packages import get_package_share_directory
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import Parameter
 
+BACKENDS = ("grounded", "learned", "auto", "vlm")
+"""The critic node's backends (coda_critic.ros.critic_node checks the same)."""
 OVERRIDES = {
     "backend": "grounded | learned | auto | vlm (empty: critic.yaml's)",
     "learned_model": "learned critic folder saved by `coda critic train` (empty: critic.yaml's)",
@@ -35,6 +38,10 @@ def _file_values(path: str) -> dict[str, object]:
     return dict(data.get("/**", {}).get("ros__parameters", {}))
 
 
+# Parameter entries, not a dict: launch_ros writes each dict in parameters=[...] to a temporary YAML file that it
+# never deletes; a Parameter becomes `-p name:=<its YAML>` on the command line, after the files before it (it
+# overrides them). That YAML leaves strings such as 1e3 unquoted (read as numbers by the node): the string values
+# here are absolute paths or checked keywords.
 def _critic(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     given = {name: context.launch_configurations[name] for name in OVERRIDES}
     overrides = {name: value for name, value in given.items() if value}
@@ -46,6 +53,9 @@ def _critic(context: LaunchContext, *args: object, **kwargs: object) -> list[Nod
                 raise RuntimeError(f"coda_critic.launch.py: {name}:={values[name]} is not a folder")
             if name in overrides:
                 overrides[name] = os.path.abspath(overrides[name])
+    if values.get("backend") not in BACKENDS:
+        raise RuntimeError(f"coda_critic.launch.py: backend:={values.get('backend')} is not one of "
+                           f"{', '.join(BACKENDS)}")
     if values.get("backend") == "vlm" and not values.get("vlm_model"):
         raise RuntimeError("coda_critic.launch.py: backend vlm needs vlm_model:=<local LLaVA-style checkpoint "
                            "folder> (critic.yaml sets none)")
@@ -56,7 +66,8 @@ def _critic(context: LaunchContext, *args: object, **kwargs: object) -> list[Nod
             executable="critic",
             name="critic",
             namespace=namespace or None,
-            parameters=[os.path.join(config, "critic.yaml"), *([overrides] if overrides else [])],
+            parameters=[os.path.join(config, "critic.yaml"),
+                        *(Parameter(name, value, value_type=str) for name, value in overrides.items())],
             output="screen",
         )
     ]

@@ -15,6 +15,7 @@ from ament_index_python.packages import get_package_share_directory
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import Parameter
 
 OVERRIDES = {
     "poll_hz": (float, "how often the events table is read for new writes, Hz (empty: memory.yaml's)"),
@@ -22,14 +23,24 @@ OVERRIDES = {
 }
 
 
+# Parameter entries, not a dict: launch_ros writes each dict in parameters=[...] to a temporary YAML file that it
+# never deletes; a Parameter becomes `-p name:=<its YAML>` on the command line, after the files before it (it
+# overrides them). That YAML leaves strings such as 1e3 unquoted (read as numbers by the node): the string values
+# here are absolute paths or checked keywords.
 def _memory(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     db_path = context.launch_configurations["db_path"]
     if not db_path:
         raise RuntimeError("coda_memory.launch.py: db_path is required, e.g. db_path:=runs/<id>/memory.db")
-    overrides: dict[str, object] = {"db_path": os.path.abspath(db_path)}
+    overrides = [Parameter("db_path", os.path.abspath(db_path), value_type=str)]
     for name, (kind, _) in OVERRIDES.items():
-        if context.launch_configurations[name]:
-            overrides[name] = kind(context.launch_configurations[name])
+        text = context.launch_configurations[name]
+        if text:
+            try:
+                value = kind(text)
+            except ValueError:
+                expected = "an integer" if kind is int else "a number"
+                raise RuntimeError(f"coda_memory.launch.py: {name}:={text} is not {expected}") from None
+            overrides.append(Parameter(name, value, value_type=kind))
     namespace = context.launch_configurations["namespace"]
     return [
         Node(
@@ -37,7 +48,7 @@ def _memory(context: LaunchContext, *args: object, **kwargs: object) -> list[Nod
             executable="memory",
             name="memory",
             namespace=namespace or None,
-            parameters=[os.path.join(get_package_share_directory("coda_loop"), "config", "memory.yaml"), overrides],
+            parameters=[os.path.join(get_package_share_directory("coda_loop"), "config", "memory.yaml"), *overrides],
             output="screen",
         )
     ]

@@ -15,11 +15,9 @@ are relative to ``namespace``.
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 
 # name, default, description (all string parameters of the node)
 ARGUMENTS = (
@@ -30,10 +28,28 @@ ARGUMENTS = (
 )
 
 
-def generate_launch_description() -> LaunchDescription:
+def _policy(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     params = os.path.join(get_package_share_directory("coda_policy"), "config", "policy.yaml")
-    # Typed as strings: a version id such as 2024 must not reach the node as an integer.
-    overrides = {name: ParameterValue(LaunchConfiguration(name), value_type=str) for name, _, _ in ARGUMENTS}
+    # The file first, then the launch arguments, which override it: ros_arguments come before the files of
+    # parameters=[...] on the node's command line (and a dict there would be a temporary file launch_ros never
+    # deletes). Quoted as strings: a version id such as 2024 or 1e3 must not reach the node as a number.
+    rules = ["--params-file", params]
+    for name, _, _ in ARGUMENTS:
+        rules += ["-p", "{}:='{}'".format(name, context.launch_configurations[name].replace("'", "''"))]
+    namespace = context.launch_configurations["namespace"]
+    return [
+        Node(
+            package="coda_policy",
+            executable="policy",
+            name="policy",
+            namespace=namespace or None,
+            ros_arguments=rules,
+            output="screen",
+        )
+    ]
+
+
+def generate_launch_description() -> LaunchDescription:
     return LaunchDescription(
         [
             DeclareLaunchArgument("namespace", default_value="", description="namespace of the arm's topics"),
@@ -41,13 +57,6 @@ def generate_launch_description() -> LaunchDescription:
                 DeclareLaunchArgument(name, default_value=default, description=description)
                 for name, default, description in ARGUMENTS
             ),
-            Node(
-                package="coda_policy",
-                executable="policy",
-                name="policy",
-                namespace=LaunchConfiguration("namespace"),
-                parameters=[params, overrides],
-                output="screen",
-            ),
+            OpaqueFunction(function=_policy),
         ]
     )

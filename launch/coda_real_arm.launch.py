@@ -27,14 +27,27 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
 
 
+def _string_rules(**values: str) -> list[str]:
+    """Return ``-p name:='value'`` for each string parameter, quoted so that no value reaches the node as a number.
+
+    Not a dict in ``parameters=[...]``: launch_ros writes each dict to a temporary YAML file it never deletes, and
+    its YAML leaves strings such as ``1e3`` unquoted, which the node's argument parser reads as a number.
+    """
+    rules = []
+    for name, value in values.items():
+        rules += ["-p", "{}:='{}'".format(name, value.replace("'", "''"))]
+    return rules
+
+
 def _arm(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     share = get_package_share_directory("coda_engine")
     robot_file = context.launch_configurations["robot_config"] or os.path.join(
         share, "config", "robots", "panda_fake.yaml")
     namespace = context.launch_configurations["namespace"]
-    bridge_params = {"robot_config": robot_file, "checkpoint_root": context.launch_configurations["checkpoint_root"]}
+    conf = context.launch_configurations
+    bridge_params = _string_rules(robot_config=robot_file, checkpoint_root=conf["checkpoint_root"])
     nodes = [
-        Node(package="coda_engine", executable="arm_bridge", namespace=namespace, parameters=[bridge_params],
+        Node(package="coda_engine", executable="arm_bridge", namespace=namespace, ros_arguments=bridge_params,
              output="screen"),
     ]
     if context.launch_configurations["use_fake"].lower() in ("1", "true", "yes"):
@@ -42,12 +55,11 @@ def _arm(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
         nodes.append(Node(package="coda_engine", executable="fake_ros2_control_arm", namespace=namespace,
                           parameters=[fake_params], output="screen"))
     if context.launch_configurations["policy"].lower() in ("1", "true", "yes"):
-        conf = context.launch_configurations
-        policy_params = {"robot_config": robot_file, "checkpoint_root": conf["checkpoint_root"],
-                         "initial_version": conf["policy_version"], "family": conf["family"],
-                         "checkpoint_service": conf["checkpoint_service"]}
+        policy_params = _string_rules(robot_config=robot_file, checkpoint_root=conf["checkpoint_root"],
+                                      initial_version=conf["policy_version"], family=conf["family"],
+                                      checkpoint_service=conf["checkpoint_service"])
         nodes.append(Node(package="coda_policy", executable="policy", namespace=namespace,
-                          parameters=[policy_params], output="screen"))
+                          ros_arguments=policy_params, output="screen"))
     return nodes
 
 

@@ -12,7 +12,9 @@ action head is set to a known constant (+y, gripper closing), so the motion it m
 launch runs: the three nodes are in the graph with the launch file's parameters, the arm's topics, the bridge's
 services and its episode action are there; an instruction makes the policy node drive the stand-in through the
 bridge (+y, gripper closing, no safety event); one episode sent to the bridge's ``run_episode`` completes. Then
-launch_testing stops the launch with SIGINT: each process exits 0 without a traceback.
+launch_testing stops the launch with SIGINT: each process exits 0 without a traceback, and launch_ros wrote no
+temporary parameter file (the launch file gives its values on the command line). When the test process exits, the
+test's folder in the temporary directory goes.
 
 Needs ``launch``, ``launch_ros`` and ``launch_testing`` (a ROS 2 install); elsewhere ``conftest.py`` leaves this
 file out of the collection and says so in the test summary.
@@ -20,11 +22,13 @@ file out of the collection and says so in the test summary.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import math
 import os
 import random
+import shutil
 import tempfile
 import time
 import unittest
@@ -36,8 +40,10 @@ import launch_testing.asserts
 import numpy as np
 import pytest
 import rclpy
-from launch import LaunchDescription
-from launch.actions import IncludeLaunchDescription, SetEnvironmentVariable
+from launch import LaunchContext, LaunchDescription
+from launch.actions import IncludeLaunchDescription, RegisterEventHandler, SetEnvironmentVariable
+from launch.event_handlers import OnProcessStart
+from launch.events.process import ProcessStarted
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch_testing_ros import WaitForTopics
 from rcl_interfaces.srv import GetParameters
@@ -62,6 +68,44 @@ ACTION = [0.0, 0.2, 0.0, 0.9]
 STEP_M = 0.2 * 0.05
 """How far each live command moves the tool point along +y, m."""
 _HELD: list[Any] = []
+SCRATCH: list[Path] = []
+"""What this test created in the temporary directory: its folder, and the parameter files launch_ros wrote for the
+launched processes (one per dict given as ``parameters``); removed when the test process exits."""
+
+
+def remove_scratch() -> None:
+    """Remove everything in :data:`SCRATCH` (registered with atexit below).
+
+    At exit rather than in a post-shutdown test: launch_testing runs no post-shutdown test when the launch dies
+    early or the processes never get ready, and the post-shutdown tests read the folder; ``launch_test`` ends with
+    ``sys.exit`` and pytest returns normally, so atexit runs after every test of the file, however they went.
+    """
+    for path in SCRATCH:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+atexit.register(remove_scratch)
+
+
+def scratch_folder(prefix: str) -> Path:
+    """Return a new folder in the temporary directory, removed with what it holds when this process exits."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    SCRATCH.append(folder)
+    return folder
+
+
+def parameter_files(cmd: list[str]) -> list[Path]:
+    """Return the temporary parameter files launch_ros wrote for a process (``launch_params_*`` in the temp dir)."""
+    temp = Path(tempfile.gettempdir())
+    return [Path(arg) for arg in cmd if Path(arg).parent == temp and Path(arg).name.startswith("launch_params_")]
+
+
+def note_parameter_files(event: ProcessStarted, context: LaunchContext) -> None:
+    """Keep the parameter files of a started process for removal at exit."""
+    SCRATCH.extend(parameter_files(event.cmd))
 
 
 def reserve_domain() -> int:
@@ -103,12 +147,13 @@ def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
     domain = str(reserve_domain())
     os.environ["ROS_DOMAIN_ID"] = domain  # this test process too
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    root = Path(tempfile.mkdtemp(prefix="coda-launch-arm-")) / "checkpoints"
+    root = scratch_folder("coda-launch-arm-") / "checkpoints"
     constant_policy(root / VERSION)
     return LaunchDescription([
         SetEnvironmentVariable("ROS_DOMAIN_ID", domain),
         SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST"),
         SetEnvironmentVariable("PYTHONUNBUFFERED", "1"),
+        RegisterEventHandler(OnProcessStart(on_start=note_parameter_files)),
         IncludeLaunchDescription(
             PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
             launch_arguments={"use_fake": "true", "policy": "true", "checkpoint_root": str(root),
@@ -288,3 +333,9 @@ class TestRealArmShutdown(unittest.TestCase):
             assert any(n.startswith(f"{name}-") for n in names), names
             assert "Traceback" not in output_of(proc_output, name), output_of(proc_output, name)[-3000:]
         launch_testing.asserts.assertExitCodes(proc_info)
+
+    def test_the_launch_wrote_no_parameter_files(self, proc_info: Any) -> None:
+        """coda_real_arm.launch.py gives its values on the command line: launch_ros wrote no temporary YAML file."""
+        commands = [info.cmd for info in proc_info]
+        assert len(commands) == 3, commands
+        assert [path for cmd in commands for path in parameter_files(cmd)] == [], commands

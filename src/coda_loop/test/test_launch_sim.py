@@ -13,7 +13,8 @@ the launch file gave it; the memory topic, the memory query service, the loop's 
 worker's episode action are there; round 0 ends and round 1's episodes
 run on the ``sim_bridge`` process (memory events say which robot ran each episode). Then launch_testing stops
 the launch as a Ctrl-C does (SIGINT to every process): each process exits 0 without a traceback, the loop says
-how to resume, and the run folder keeps round 0 and round 1's episodes.
+how to resume, and the run folder keeps round 0 and round 1's episodes. When the test process exits, the test's
+folder in the temporary directory goes, with any parameter file launch_ros wrote for the launched processes.
 
 Needs ``launch``, ``launch_ros`` and ``launch_testing`` (a ROS 2 install); elsewhere ``conftest.py`` leaves this
 file out of the collection and says so in the test summary.
@@ -21,10 +22,12 @@ file out of the collection and says so in the test summary.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import os
 import random
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -36,8 +39,10 @@ import launch_testing
 import launch_testing.asserts
 import pytest
 import rclpy
-from launch import LaunchDescription
-from launch.actions import IncludeLaunchDescription, SetEnvironmentVariable
+from launch import LaunchContext, LaunchDescription
+from launch.actions import IncludeLaunchDescription, RegisterEventHandler, SetEnvironmentVariable
+from launch.event_handlers import OnProcessStart
+from launch.events.process import ProcessStarted
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch_testing_ros import WaitForTopics
 from rcl_interfaces.srv import GetParameters
@@ -62,6 +67,44 @@ RUN = {
 WAIT_S = 420.0
 """Longest wait for one thing to happen (round 0 trains, runs, diagnoses and evaluates first)."""
 _HELD: list[Any] = []
+SCRATCH: list[Path] = []
+"""What this test created in the temporary directory: its folder, and the parameter files launch_ros wrote for the
+launched processes (one per dict given as ``parameters``); removed when the test process exits."""
+
+
+def remove_scratch() -> None:
+    """Remove everything in :data:`SCRATCH` (registered with atexit below).
+
+    At exit rather than in a post-shutdown test: launch_testing runs no post-shutdown test when the launch dies
+    early or the processes never get ready, and the post-shutdown tests read the folder; ``launch_test`` ends with
+    ``sys.exit`` and pytest returns normally, so atexit runs after every test of the file, however they went.
+    """
+    for path in SCRATCH:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+atexit.register(remove_scratch)
+
+
+def scratch_folder(prefix: str) -> Path:
+    """Return a new folder in the temporary directory, removed with what it holds when this process exits."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    SCRATCH.append(folder)
+    return folder
+
+
+def parameter_files(cmd: list[str]) -> list[Path]:
+    """Return the temporary parameter files launch_ros wrote for a process (``launch_params_*`` in the temp dir)."""
+    temp = Path(tempfile.gettempdir())
+    return [Path(arg) for arg in cmd if Path(arg).parent == temp and Path(arg).name.startswith("launch_params_")]
+
+
+def note_parameter_files(event: ProcessStarted, context: LaunchContext) -> None:
+    """Keep the parameter files of a started process for removal at exit."""
+    SCRATCH.extend(parameter_files(event.cmd))
 
 
 def reserve_domain() -> int:
@@ -86,13 +129,14 @@ def generate_test_description() -> tuple[LaunchDescription, dict[str, Any]]:
     domain = str(reserve_domain())
     os.environ["ROS_DOMAIN_ID"] = domain  # this test process too
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    run_dir = Path(tempfile.mkdtemp(prefix="coda-launch-sim-")) / "run"
+    run_dir = scratch_folder("coda-launch-sim-") / "run"
     config = run_dir.parent / "loop.json"
     config.write_text(json.dumps(RUN))
     return LaunchDescription([
         SetEnvironmentVariable("ROS_DOMAIN_ID", domain),
         SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST"),
         SetEnvironmentVariable("PYTHONUNBUFFERED", "1"),
+        RegisterEventHandler(OnProcessStart(on_start=note_parameter_files)),
         IncludeLaunchDescription(
             PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
             launch_arguments={"run_dir": str(run_dir), "workers": "1", "config_file": str(config)}.items(),
