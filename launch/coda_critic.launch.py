@@ -20,7 +20,8 @@ from ament_index_python.packages import get_package_share_directory
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import Parameter
+
+from coda_engine.ros.launch_params import parameter_arguments
 
 BACKENDS = ("grounded", "learned", "auto", "vlm")
 """The critic node's backends (coda_critic.ros.critic_node checks the same)."""
@@ -38,10 +39,6 @@ def _file_values(path: str) -> dict[str, object]:
     return dict(data.get("/**", {}).get("ros__parameters", {}))
 
 
-# Parameter entries, not a dict: launch_ros writes each dict in parameters=[...] to a temporary YAML file that it
-# never deletes; a Parameter becomes `-p name:=<its YAML>` on the command line, after the files before it (it
-# overrides them). That YAML leaves strings such as 1e3 unquoted (read as numbers by the node): the string values
-# here are absolute paths or checked keywords.
 def _critic(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     given = {name: context.launch_configurations[name] for name in OVERRIDES}
     overrides = {name: value for name, value in given.items() if value}
@@ -66,8 +63,7 @@ def _critic(context: LaunchContext, *args: object, **kwargs: object) -> list[Nod
             executable="critic",
             name="critic",
             namespace=namespace or None,
-            parameters=[os.path.join(config, "critic.yaml"),
-                        *(Parameter(name, value, value_type=str) for name, value in overrides.items())],
+            ros_arguments=parameter_arguments([os.path.join(config, "critic.yaml")], overrides),
             output="screen",
         )
     ]

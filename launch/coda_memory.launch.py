@@ -15,7 +15,8 @@ from ament_index_python.packages import get_package_share_directory
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import Parameter
+
+from coda_engine.ros.launch_params import parameter_arguments
 
 OVERRIDES = {
     "poll_hz": (float, "how often the events table is read for new writes, Hz (empty: memory.yaml's)"),
@@ -23,15 +24,11 @@ OVERRIDES = {
 }
 
 
-# Parameter entries, not a dict: launch_ros writes each dict in parameters=[...] to a temporary YAML file that it
-# never deletes; a Parameter becomes `-p name:=<its YAML>` on the command line, after the files before it (it
-# overrides them). That YAML leaves strings such as 1e3 unquoted (read as numbers by the node): the string values
-# here are absolute paths or checked keywords.
 def _memory(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     db_path = context.launch_configurations["db_path"]
     if not db_path:
         raise RuntimeError("coda_memory.launch.py: db_path is required, e.g. db_path:=runs/<id>/memory.db")
-    overrides = [Parameter("db_path", os.path.abspath(db_path), value_type=str)]
+    overrides: dict[str, str | int | float] = {"db_path": os.path.abspath(db_path)}
     for name, (kind, _) in OVERRIDES.items():
         text = context.launch_configurations[name]
         if text:
@@ -40,7 +37,7 @@ def _memory(context: LaunchContext, *args: object, **kwargs: object) -> list[Nod
             except ValueError:
                 expected = "an integer" if kind is int else "a number"
                 raise RuntimeError(f"coda_memory.launch.py: {name}:={text} is not {expected}") from None
-            overrides.append(Parameter(name, value, value_type=kind))
+            overrides[name] = value
     namespace = context.launch_configurations["namespace"]
     return [
         Node(
@@ -48,7 +45,8 @@ def _memory(context: LaunchContext, *args: object, **kwargs: object) -> list[Nod
             executable="memory",
             name="memory",
             namespace=namespace or None,
-            parameters=[os.path.join(get_package_share_directory("coda_loop"), "config", "memory.yaml"), *overrides],
+            ros_arguments=parameter_arguments(
+                [os.path.join(get_package_share_directory("coda_loop"), "config", "memory.yaml")], overrides),
             output="screen",
         )
     ]

@@ -19,6 +19,8 @@ from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
 
+from coda_engine.ros.launch_params import parameter_arguments
+
 # name, default, description (all string parameters of the node)
 ARGUMENTS = (
     ("checkpoint_root", "", "folder of policy version folders (relative checkpoint URIs resolve under it)"),
@@ -30,12 +32,8 @@ ARGUMENTS = (
 
 def _policy(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     params = os.path.join(get_package_share_directory("coda_policy"), "config", "policy.yaml")
-    # The file first, then the launch arguments, which override it: ros_arguments come before the files of
-    # parameters=[...] on the node's command line (and a dict there would be a temporary file launch_ros never
-    # deletes). Quoted as strings: a version id such as 2024 or 1e3 must not reach the node as a number.
-    rules = ["--params-file", params]
-    for name, _, _ in ARGUMENTS:
-        rules += ["-p", "{}:='{}'".format(name, context.launch_configurations[name].replace("'", "''"))]
+    # Strings all: a version id such as 2024 or 1e3 must reach the node as a string (launch_params).
+    rules = parameter_arguments([params], {name: context.launch_configurations[name] for name, _, _ in ARGUMENTS})
     namespace = context.launch_configurations["namespace"]
     return [
         Node(

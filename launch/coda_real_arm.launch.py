@@ -26,17 +26,7 @@ from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
 
-
-def _string_rules(**values: str) -> list[str]:
-    """Return ``-p name:='value'`` for each string parameter, quoted so that no value reaches the node as a number.
-
-    Not a dict in ``parameters=[...]``: launch_ros writes each dict to a temporary YAML file it never deletes, and
-    its YAML leaves strings such as ``1e3`` unquoted, which the node's argument parser reads as a number.
-    """
-    rules = []
-    for name, value in values.items():
-        rules += ["-p", "{}:='{}'".format(name, value.replace("'", "''"))]
-    return rules
+from coda_engine.ros.launch_params import parameter_arguments
 
 
 def _arm(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
@@ -45,19 +35,20 @@ def _arm(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
         share, "config", "robots", "panda_fake.yaml")
     namespace = context.launch_configurations["namespace"]
     conf = context.launch_configurations
-    bridge_params = _string_rules(robot_config=robot_file, checkpoint_root=conf["checkpoint_root"])
+    bridge_params = parameter_arguments(values={"robot_config": robot_file, "checkpoint_root": conf["checkpoint_root"]})
     nodes = [
         Node(package="coda_engine", executable="arm_bridge", namespace=namespace, ros_arguments=bridge_params,
              output="screen"),
     ]
     if context.launch_configurations["use_fake"].lower() in ("1", "true", "yes"):
-        fake_params = os.path.join(share, "config", "fake_arm.yaml")
+        fake_params = parameter_arguments([os.path.join(share, "config", "fake_arm.yaml")])
         nodes.append(Node(package="coda_engine", executable="fake_ros2_control_arm", namespace=namespace,
-                          parameters=[fake_params], output="screen"))
+                          ros_arguments=fake_params, output="screen"))
     if context.launch_configurations["policy"].lower() in ("1", "true", "yes"):
-        policy_params = _string_rules(robot_config=robot_file, checkpoint_root=conf["checkpoint_root"],
-                                      initial_version=conf["policy_version"], family=conf["family"],
-                                      checkpoint_service=conf["checkpoint_service"])
+        policy_params = parameter_arguments(values={
+            "robot_config": robot_file, "checkpoint_root": conf["checkpoint_root"],
+            "initial_version": conf["policy_version"], "family": conf["family"],
+            "checkpoint_service": conf["checkpoint_service"]})
         nodes.append(Node(package="coda_policy", executable="policy", namespace=namespace,
                           ros_arguments=policy_params, output="screen"))
     return nodes

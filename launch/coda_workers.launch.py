@@ -15,26 +15,22 @@ from ament_index_python.packages import get_package_share_directory
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import Parameter
+
+from coda_engine.ros.launch_params import parameter_arguments
 
 
-# Parameter entries, not a dict: launch_ros writes each dict in parameters=[...] to a temporary YAML file that it
-# never deletes; a Parameter becomes `-p name:=<its YAML>` on the command line, after the files before it (it
-# overrides them). That YAML leaves strings such as 1e3 unquoted (read as numbers by the node): the string values
-# here are absolute paths or checked keywords.
 def _workers(context: LaunchContext, *args: object, **kwargs: object) -> list[Node]:
     count = int(context.launch_configurations["workers"])
     first = int(context.launch_configurations["first"])
     params = os.path.join(get_package_share_directory("coda_engine"), "config", "sim_bridge.yaml")
-    # absolute (the node runs in the folder ros2 launch runs in): no path is read as a number, e.g. 1e3
-    root = context.launch_configurations["checkpoint_root"]
-    checkpoint_root = Parameter("checkpoint_root", os.path.abspath(root) if root else "", value_type=str)
+    root = context.launch_configurations["checkpoint_root"]  # absolute: the node runs where ros2 launch runs
+    args = parameter_arguments([params], {"checkpoint_root": os.path.abspath(root) if root else ""})
     return [
         Node(
             package="coda_engine",
             executable="sim_bridge",
             namespace=f"sim_{first + i}",
-            parameters=[params, checkpoint_root],
+            ros_arguments=args,
             output="screen",
         )
         for i in range(count)

@@ -148,3 +148,17 @@ def test_the_sim_launch_refuses_a_second_loop_before_it_starts_or_writes_anythin
     tree = ast.parse((REPO / "launch" / "coda_sim.launch.py").read_text())
     check = _first_line(tree, "refuse_before_launch")
     assert check < _first_line(tree, "Node") and check < _first_line(tree, "makedirs")
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_nodes_get_their_parameters_as_ros_arguments(path: Path) -> None:
+    """Parameters go in ``ros_arguments``, none in ``parameters=``.
+
+    launch_ros writes each dict there to a temporary file it never removes, and puts those files after
+    ``ros_arguments``, where they would undo the launch's values (``coda_engine.ros.launch_params``).
+    """
+    tree = ast.parse(path.read_text())
+    given = [call.lineno for call in ast.walk(tree) if isinstance(call, ast.Call)
+             and getattr(call.func, "id", getattr(call.func, "attr", None)) == "Node"
+             and any(kw.arg == "parameters" for kw in call.keywords)]
+    assert given == [], f"{path.name}: Node(parameters=...) at lines {given}; use ros_arguments=parameter_arguments()"

@@ -14,12 +14,16 @@ empty, and ``0.0`` stays a double.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 
 
 def parameter_arguments(files: Sequence[str] = (),
                         values: Mapping[str, bool | int | float | str] | None = None) -> list[str]:
-    """Return ``["--params-file", file, ..., "-p", "name:=value", ...]``; ``TypeError`` names a bad value."""
+    """Return ``["--params-file", file, ..., "-p", "name:=value", ...]``.
+
+    ``TypeError`` names a value that is no ROS parameter value, ``ValueError`` a float that is not finite.
+    """
     args = []
     for path in files:
         args += ["--params-file", str(path)]
@@ -27,5 +31,7 @@ def parameter_arguments(files: Sequence[str] = (),
         if not isinstance(value, bool | int | float | str):
             raise TypeError(f"parameter {name}: {type(value).__name__} is not a ROS parameter value "
                             "(bool, int, float or str)")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"parameter {name}: {value} is not a finite number")
         args += ["-p", f"{name}:={json.dumps(value)}"]
     return args
