@@ -77,14 +77,53 @@ def test_scene_spec_between_two_plain_rclpy_processes(ros_domain: int) -> None:
 
 
 def test_other_domain_does_not_see_the_traffic(ros_domain: int) -> None:
-    """Isolation: a receiver on another domain id gets nothing from this domain's publisher."""
-    env_other = dict(os.environ, ROS_DOMAIN_ID=str((ros_domain % 100) + 101))
+    """Isolation: a receiver on another domain id gets nothing from this domain's publisher.
+
+    No fixed receive window: the receiver on the other domain (in this process) listens from before the publisher
+    starts until it has left, and a receiver on this domain, started after it, gets every type in that time (the
+    control: the traffic was there to be seen; the samples are latched, so a receiver that ever saw the publisher
+    gets them). A receiver on the publisher's own domain in place of the other one would hear every type.
+    """
+    import json
+    import time
+
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+
+    from coda_engine.ros.dds_check import _qos, _topic
+
+    context = Context()
+    rclpy.init(context=context, domain_id=(ros_domain % 100) + 101)
+    node = rclpy.create_node("isolation_probe", context=context)
+    heard: list[str] = []
+    for key, msg_type in all_message_types().items():
+        node.create_subscription(msg_type, _topic(key), lambda _msg, key=key: heard.append(key), _qos())
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
     cmd = [sys.executable, "-m", "coda_engine.ros.dds_check"]
-    receiver = subprocess.Popen([*cmd, "receive", "--timeout", "4"], env=env_other, stdout=subprocess.PIPE, text=True)
-    publisher = subprocess.Popen([*cmd, "publish", "--timeout", "6"], stdout=subprocess.DEVNULL)
-    out, _ = receiver.communicate(timeout=60)
-    publisher.wait(timeout=60)
-    assert '"types_received": 0' in out
+    started: list[subprocess.Popen] = []
+    try:
+        control = subprocess.Popen([*cmd, "receive", "--timeout", "60"], stdout=subprocess.PIPE, text=True)
+        started.append(control)
+        publisher = subprocess.Popen([*cmd, "publish", "--timeout", "60"], stdout=subprocess.DEVNULL)
+        started.append(publisher)
+        deadline = time.monotonic() + 120  # a condition wait: both leave when the exchange is done
+        while control.poll() is None or publisher.poll() is None:
+            assert time.monotonic() < deadline, "the exchange on this domain did not end"
+            executor.spin_once(timeout_sec=0.05)
+        out = control.stdout.read()
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        executor.remove_node(node)
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["types_received"] == len(all_message_types()) and publisher.returncode == 0, report  # the control
+    assert heard == []
 
 
 def test_both_sides_take_the_ros_arguments_launch_gives(ros_domain: int, rclpy_node) -> None:

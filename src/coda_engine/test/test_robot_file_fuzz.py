@@ -67,9 +67,9 @@ def test_what_the_mutations_found_is_refused_quickly_and_by_name(tmp_path: Path,
     text, expected = FOUND[name]
     path = tmp_path / "robot.yaml"
     path.write_bytes(text)
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: what the parse costs, not how busy the machine is
     with pytest.raises(RobotConfigError) as info:
         RobotConfig.load(path)
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0  # an unguarded alias bomb takes minutes of CPU
     assert str(info.value).startswith(str(path)) and expected in str(info.value), str(info.value)[:300]
     assert len(str(info.value)) < 1000

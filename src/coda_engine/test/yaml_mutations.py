@@ -162,8 +162,8 @@ def loader_contract(data: dict[str, Any], rng: np.random.Generator, n: int, fold
 
     The contract: a variant loads (then ``check_loaded(obj)`` lists what is wrong with it) or is refused with
     ``error`` whose message names the file and, for the ``NAMED`` kinds, the field (``names(variant, message)``
-    when a loader names some fields otherwise), in at most 1,000 characters; either way within 2 s. Anything
-    else is a problem. ``outcomes`` counts the loaded and the refused variants.
+    when a loader names some fields otherwise), in at most 1,000 characters; either way within 2 s of CPU time.
+    Anything else is a problem. ``outcomes`` counts the loaded and the refused variants.
     """
     problems: list[str] = []
     outcomes = {"loaded": 0, "refused": 0}
@@ -171,7 +171,7 @@ def loader_contract(data: dict[str, Any], rng: np.random.Generator, n: int, fold
         path = folder / f"variant{i:03d}.yaml"
         path.write_bytes(variant.text)
         what = f"{variant.kind} {list(variant.path)}"
-        start = time.monotonic()
+        start = time.process_time()  # CPU time of the load: a busy machine does not lengthen it
         try:
             loaded = load(path)
         except error as exc:
@@ -189,6 +189,6 @@ def loader_contract(data: dict[str, Any], rng: np.random.Generator, n: int, fold
         else:
             outcomes["loaded"] += 1
             problems += [f"{what}: {problem}" for problem in check_loaded(loaded)]
-        if time.monotonic() - start > 2.0:
-            problems.append(f"{what}: took {time.monotonic() - start:.1f} s")
+        if time.process_time() - start > 2.0:
+            problems.append(f"{what}: took {time.process_time() - start:.1f} s of CPU")
     return problems, outcomes

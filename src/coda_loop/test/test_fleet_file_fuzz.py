@@ -70,8 +70,8 @@ def test_what_the_mutations_found_is_refused_quickly_and_by_name(tmp_path: Path,
     text, expected = FOUND[name]
     path = tmp_path / "fleet.yaml"
     path.write_bytes(text)
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: what the parse costs, not how busy the machine is
     with pytest.raises(FleetError) as info:
         Fleet.load(path)
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0  # an unguarded alias bomb takes minutes of CPU
     assert str(info.value).startswith(str(path)) and expected in str(info.value), str(info.value)[:300]

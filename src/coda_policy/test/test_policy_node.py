@@ -51,6 +51,21 @@ def _send(publisher: Any, msg: Any, timeout: float = 30.0) -> None:
     publisher.publish(msg)
 
 
+class _NodeLog:
+    """The log lines the nodes publish on /rosout (what ``ros2 launch`` shows an operator): (logger name, text)."""
+
+    def __init__(self, node: Any) -> None:
+        from rcl_interfaces.msg import Log
+
+        self.lines: list[tuple[str, str]] = []
+        node.create_subscription(Log, "/rosout", lambda m: self.lines.append((m.name, m.msg)), 100)
+
+    def find(self, *words: str, logger: str = "policy") -> str | None:
+        """Return the first line of a logger ending in ``logger`` that contains every one of ``words``, or None."""
+        return next((text for name, text in self.lines
+                     if name.endswith(logger) and all(word in text for word in words)), None)
+
+
 class _Cell:
     """The policy node's world from the test's side: feeds joint and object states, collects its commands."""
 
@@ -64,6 +79,7 @@ class _Cell:
         self.objects = node.create_publisher(ObjectStates, "object_states", 10)
         self.instruction = node.create_publisher(String, "instruction", 10)
         self.version = node.create_publisher(PolicyVersion, "policy_version", 10)
+        self.log = _NodeLog(node)
         self.executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
         self.executor.add_node(node)
 
@@ -91,6 +107,17 @@ class _Cell:
                 if done(cmd):
                     return cmd
         raise AssertionError("no matching arm_command within the timeout")
+
+    def refused(self, *words: str, after: int = 10) -> tuple[str, set[str]]:
+        """Feed inputs until the node logs a line with ``words``; return it and the versions of the next commands.
+
+        The refusal is the log line (an event), not an absence of the version for some seconds; the ``after``
+        commands that follow it show which version the node kept.
+        """
+        self.run_until(lambda c: self.log.find(*words) is not None)
+        seen: list[str] = []
+        self.run_until(lambda c: seen.append(c.policy_version) is None and len(seen) >= after)
+        return self.log.find(*words) or "", set(seen)
 
     def close(self) -> None:
         self.executor.remove_node(self.node)
@@ -130,9 +157,9 @@ def test_policy_node_commands_holds_and_swaps(tmp_path, rclpy_node, start_proces
     assert run_until(lambda c: c.policy_version == "v2" and not c.hold).policy_version == "v2"
     # A version trained at another rate is refused (logged); the node keeps commanding with v2.
     version_pub.publish(PolicyVersion(version_id="v10hz", checkpoint_uri="v10hz"))
-    seen: list[str] = []
-    run_until(lambda c: seen.append(c.policy_version) is None and len(seen) >= 30)
-    assert set(seen) == {"v2"}
+    line, versions = cell.refused("v10hz", "not loaded")
+    assert "trained at 10 Hz and cannot run at 20 Hz" in line, line
+    assert versions == {"v2"}
     cell.close()
 
 
@@ -174,9 +201,8 @@ def test_policy_node_fetches_the_versions_this_machine_lacks(tmp_path, rclpy_nod
     # a version the run cannot give (no such model): logged, and the node keeps commanding with v2
     cell.version.publish(PolicyVersion(version_id="v3", checkpoint_uri="file:///on/the/loop/machine/v3",
                                        checkpoint_sha256="0" * 64))
-    seen: list[str] = []
-    cell.run_until(lambda c: seen.append(c.policy_version) is None and len(seen) >= 30)
-    assert set(seen) == {"v2"}
+    line, versions = cell.refused("'v3'", "not loaded")
+    assert versions == {"v2"}, line
     cell.close()
     assert server.sent == {"v1": 1, "v2": 1}
     for name, digest in digests.items():
@@ -201,6 +227,7 @@ class _TwoPaths:
             }
             node.create_subscription(ArmCommand, f"/{p}/arm_command",
                                      lambda msg, p=p: self.answers[p].setdefault(self._key(msg.header.stamp), msg), 100)
+        self.log = _NodeLog(node)
         self.executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
         self.executor.add_node(node)
         self._used: set[int] = set()
@@ -223,10 +250,12 @@ class _TwoPaths:
                 self.pubs[p][what].publish(msg)
 
     def joints(self, names: list[str], positions: list[float], age: float = 0.0, answer: bool = True,
-               timeout: float = 30.0) -> dict[str, ArmCommand] | None:
+               timeout: float = 30.0) -> dict[str, ArmCommand] | int:
         """Send one joint state (stamped ``age`` s ago) to every node; return each node's command for it.
 
-        AssertionError when a command does not come within ``timeout`` s.
+        AssertionError when a command does not come within ``timeout`` s. With ``answer`` False (a state the nodes
+        must ignore): wait until every node logs that it ignored a joint state, and return the state's stamp key
+        (:meth:`unanswered` checks at the end that no command answered it).
         """
         key = time.time_ns() - int(age * 1e9)
         while key in self._used:  # every stamp names one observation
@@ -236,8 +265,11 @@ class _TwoPaths:
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(key, 1_000_000_000)
         self.publish("joints", msg, matched=False)  # probes repeat it until they are answered
         if not answer:
-            self.spin(0.2)
-            return None
+            end = time.monotonic() + timeout
+            while not all(self.log.find("joint_states ignored", logger=f"{p}.policy") for p in self.paths):
+                assert time.monotonic() < end, f"a node did not log the ignored joint state: {self.log.lines[-5:]}"
+                self.executor.spin_once(timeout_sec=0.01)
+            return key
         end = time.monotonic() + timeout
         while not all(key in self.answers[p] for p in self.paths):
             assert time.monotonic() < end, f"no arm_command for the joint state stamped {key}"
@@ -251,7 +283,7 @@ class _TwoPaths:
         answers: dict[str, ArmCommand] = {}
         while True:
             try:
-                answers = self.joints(names, positions, age=120.0, timeout=1.0) or {}
+                answers = self.joints(names, positions, age=120.0, timeout=1.0)
             except AssertionError:  # not matched yet, or still starting
                 answers = {}
             if answers and all(done(a) for a in answers.values()):
@@ -302,12 +334,14 @@ def test_cpp_and_python_paths_command_alike_over_dds(tmp_path, rclpy_node, start
             cell.publish("version", PolicyVersion(version_id="v2", checkpoint_uri="v2", checkpoint_sha256=digest))
             cell.probe_until(names, q, lambda c: c.policy_version == "v2")
         if k == 30:
-            cell.joints(names[:-1], q[:-1], answer=False)  # a finger missing: ignored by both, no command
+            ignored = cell.joints(names[:-1], q[:-1], answer=False)  # a finger missing: ignored by both, no command
         if k == 33:  # the driver's own order
             order = list(reversed(range(len(names))))
             pairs.append(cell.joints([names[i] for i in order], [q[i] for i in order]))
         else:
             pairs.append(cell.joints(names, q))
+    # the ignored state: logged by both (above), and answered by neither though the ones after it were
+    assert all(ignored not in cell.answers[p] for p in paths)
     for i, pair in enumerate(pairs):
         cpp, python = pair["cpp"], pair["python"]
         assert _command(cpp) == _command(python), f"observation {i}: {_command(cpp)} != {_command(python)}"
