@@ -8,19 +8,20 @@ The receiver prints a JSON report; the launch ends with it, exit code 0 when eve
 1 when one did not (or the receiver failed).
 """
 
-from launch import LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, RegisterEventHandler, Shutdown
+from launch import Action, LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, LogInfo, RegisterEventHandler, Shutdown
 from launch.event_handlers import OnProcessExit
 from launch.events.process import ProcessExited
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 
-def _receiver_done(event: ProcessExited, context: LaunchContext) -> list[Shutdown]:
+def _receiver_done(event: ProcessExited, context: LaunchContext) -> list[Action]:
     if event.returncode != 0 and not context.is_shutdown:  # not on Ctrl-C, where every process is stopped
         # An error raised here makes `ros2 launch` shut everything down and exit with 1.
         raise RuntimeError(f"the DDS check failed: the receiver exited with {event.returncode} (see its report)")
-    return [Shutdown(reason="the DDS check passed")]
+    reason = "the DDS check passed"
+    return [LogInfo(msg=f"coda_doctor.launch.py: {reason}"), Shutdown(reason=reason)]  # launch does not print reasons
 
 
 def generate_launch_description() -> LaunchDescription:

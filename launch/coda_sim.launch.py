@@ -40,7 +40,7 @@ def _loop_done(event: ProcessExited, context: LaunchContext) -> list[Action]:
         raise RuntimeError(f"coda_loop exited with {event.returncode}: the run did not finish (see its log above)")
     run_dir = os.path.abspath(context.launch_configurations["run_dir"])
     reason = f"coda_loop finished its rounds: {run_dir} holds summary.json and report.html"
-    return [LogInfo(msg=f"coda_sim.launch.py: {reason}"), Shutdown(reason=reason)]
+    return [LogInfo(msg=f"coda_sim.launch.py: {reason}"), Shutdown(reason=reason)]  # launch does not print reasons
 
 
 def _nodes(context: LaunchContext, *args: object, **kwargs: object) -> list[Action]:
