@@ -46,6 +46,8 @@ class Probe:
 
         self.node = node
         self.q: np.ndarray | None = None
+        self.stamped: list[tuple[float, np.ndarray]] = []
+        """Every joint state received: (its header stamp, s; the seven arm joints)."""
         self.events: list[Any] = []
         node.create_subscription(JointState, f"/{NS}/joint_states", self._on_joints, 10)
         node.create_subscription(SafetyEvent, f"/{NS}/safety_events", self.events.append,
@@ -59,6 +61,7 @@ class Probe:
 
     def _on_joints(self, msg: Any) -> None:
         self.q = np.array(msg.position[:7])
+        self.stamped.append((msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec, self.q))
 
     def spin(self, seconds: float, done: Any = None) -> bool:
         """Spin for ``seconds``, or until ``done()``; return ``done()`` (True without one)."""
@@ -323,6 +326,27 @@ def release_when_quiet(probe: Probe, timeout: float = 60.0) -> tuple[list[Any], 
     raise AssertionError(f"reset_estop did not release within {timeout} s: {[a.message for a in refused]}")
 
 
+def stamp_s(event: Any) -> float:
+    return event.header.stamp.sec + 1e-9 * event.header.stamp.nanosec
+
+
+def peak_joint_speed(stamped: list[tuple[float, np.ndarray]], start: float, end: float,
+                     window: float = 0.25) -> np.ndarray:
+    """Per joint, the largest mean speed over ``window`` s of the states stamped between ``start`` and ``end``.
+
+    From the states' own stamps (when the arm was there), not from when they arrived, so a loaded machine that
+    delivers them late or in bursts changes nothing.
+    """
+    states = [(t, q) for t, q in stamped if start <= t <= end]
+    peak = np.zeros(7)
+    for i, (t0, q0) in enumerate(states):
+        later = [(t, q) for t, q in states[i + 1:] if t - t0 >= window]
+        if later:
+            t1, q1 = later[0]
+            peak = np.maximum(peak, np.abs(q1 - q0) / (t1 - t0))
+    return peak
+
+
 def transitions(events: list[Any]) -> list[str]:
     return [e.kind for e in events if e.kind in TRANSITIONS]
 
@@ -340,7 +364,7 @@ def test_each_estop_transition_is_published_in_order(stand_in_robot: Any, start_
     start_bridge(start_process, stand_in_robot(estop_release_quiet_s=TRANSITION_QUIET_S))
     probe = Probe(rclpy_node)
     assert probe.spin(20.0, lambda: probe.q is not None and probe.commands.get_subscription_count() > 0)
-    drive_away_from_home(probe)
+    drive_away_from_home(probe, distance=0.2)
     first = len(probe.events)
     # latched over the topic; a release while the topic still says stop is refused, and says so
     probe.estop_topic.publish(Bool(data=True))
@@ -370,6 +394,19 @@ def test_each_estop_transition_is_published_in_order(stand_in_robot: Any, start_
     assert "latched (estop topic)" in released.detail and "not known to the service" in released.detail
     assert not any(e.holding for e in events if e.kind in ("estop_released", "rehoming", "home"))
     assert all(e.robot_id == NS and e.episode_id == "" for e in events)
+    # the re-home ran at reduced speed: rehome_speed_fraction (0.1) of each joint's velocity limit, where the move
+    # home before an episode takes twice that (HOME_SPEED_FRACTION); a 25% margin for the stand-in's tracking
+    from coda_engine.real.episode import HOME_SPEED_FRACTION
+    from coda_engine.real.robot import RobotConfig
+
+    robot = RobotConfig.load(ROBOT_FILE)  # the test's file changes only estop_release_quiet_s
+    cap = robot.safety.rehome_speed_fraction * np.asarray(robot.safety.max_joint_velocity)
+    assert robot.safety.rehome_speed_fraction * 1.25 < HOME_SPEED_FRACTION  # the check tells the two apart
+    (rehoming,) = [e for e in events if e.kind == "rehoming"]
+    (home,) = [e for e in events if e.kind == "home"]
+    peak = peak_joint_speed(probe.stamped, stamp_s(rehoming), stamp_s(home))
+    assert peak.max() > 0.25 * cap.max(), f"the arm hardly moved while re-homing: {peak}"
+    assert (peak <= 1.25 * cap).all(), f"re-homed faster than rehome_speed_fraction allows: {peak} > {cap}"
     # commands are taken again; then a stop over the service, and the arm's joint stream goes silent (the stand-in
     # drops every message): the release is accepted, the re-home fails on the state watchdog, latched again
     drive_away_from_home(probe)

@@ -293,7 +293,6 @@ def move_home(io: ArmIO, kin: ArmKinematics, safety: SafetyLayer, robot: RobotCo
     rate = robot.control_rate_hz
     per_tick = speed_fraction * np.asarray(robot.safety.max_joint_velocity) / rate
     deadline = io.now() + robot.home_timeout_s
-    tick = io.now()
     while True:
         joints, reason = fresh()
         if reason or joints is None:
@@ -311,8 +310,9 @@ def move_home(io: ArmIO, kin: ArmKinematics, safety: SafetyLayer, robot: RobotCo
         if iv is not None:
             return intervene(iv, joints)
         io.send(q, opening, 1.0 / rate)
-        tick += 1.0 / rate
-        io.sleep_until(tick)
+        # The next step a whole period after this one: a loop that fell behind (a loaded machine) does not catch
+        # up with steps in a burst, which would move the arm faster than speed_fraction of its limits.
+        io.sleep_until(io.now() + 1.0 / rate)
 
 
 def resize_nearest(frame: np.ndarray, size: int) -> np.ndarray:
