@@ -248,82 +248,154 @@ def test_run_records_every_step_and_uses_ros_workers(tmp_path: Path, ros_domain:
     assert 'class="critic-agreement"' in report and learned1.version in report
 
 
-def test_killed_run_resumes_without_losing_finished_steps(tmp_path: Path) -> None:
-    """SIGKILL in the middle of round 1, then --resume: finished steps are kept as they were.
+RESUMED = {**TINY, "base_sft_steps": 400, "rl_env_steps": 1024}
+"""Round 0 and round 1, with a behaviour-cloning SFT and a PPO update long enough (seconds) to be killed inside."""
 
-    The resumed run then equals, bit for bit, the same config run without interruption: every policy version's
-    weights and every success rate.
+
+def _wait_and_stop(proc: subprocess.Popen, run_dir: Path, at: Any, sig: int, what: str) -> list[tuple[int, str]]:
+    """Poll ``at(run_dir)`` until true, send ``sig`` to ``proc`` and wait for it; return the finished steps then.
+
+    A run that ends before the kill point fails the test (the point was missed, nothing was shown).
     """
-    config = tmp_path / "tiny.json"
-    config.write_text(json.dumps({**TINY, "rounds": 2, "rl_env_steps": 0}))
+    deadline = time.monotonic() + 400
+    while not at(run_dir):
+        assert proc.poll() is None, f"the run ended before {what}"
+        assert time.monotonic() < deadline, f"{what} never came"
+        time.sleep(0.02)
+    children = _children(proc.pid)
+    os.kill(proc.pid, sig)
+    proc.wait(timeout=120)
+    end = time.monotonic() + 15.0
+    while [pid for pid in children if _alive(pid)] and time.monotonic() < end:
+        time.sleep(0.2)
+    assert [pid for pid in children if _alive(pid)] == [], "workers outlived the stopped run"
+    return _finished(run_dir / "memory.db")
+
+
+def _in_sft(run: Path) -> bool:  # round 0's demonstrations are written and its SFT checkpoint is not
+    return (run / "demos" / "r000.npz").is_file() and not (run / "checkpoints" / "r000-sft" / "config.json").is_file()
+
+
+def _in_episodes(run: Path) -> bool:  # round 1's scenes are generated (its episodes run next, for seconds)
+    return (1, "generate") in _finished(run / "memory.db")
+
+
+def _in_ppo(run: Path) -> bool:  # round 1's PPO saved its first update and the train step has not finished
+    return (run / "checkpoints" / "r001-rl" / "trainer_state.json").is_file()
+
+
+KILL_POINTS = {
+    "sft": (_in_sft, [], (0, "train")),
+    "episodes": (_in_episodes, [(0, s) for s in ROUND0_STEPS] + [(1, "generate")], (1, "episodes")),
+    "ppo": (_in_ppo, [(0, s) for s in ROUND0_STEPS] + [(1, s) for s in ("generate", "episodes", "diagnose",
+                                                                          "programs")], (1, "train")),
+}
+"""Kill point: (when, the steps finished by then, the step it interrupts)."""
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Return the uninterrupted run that every stopped and resumed run must equal."""
+    root = tmp_path_factory.mktemp("straight")
+    (root / "config.json").write_text(json.dumps(RESUMED))
+    result = subprocess.run([*CODA, "run", "--config", str(root / "config.json"), "--run-dir", str(root / "run"),
+                             "--no-ros", "--no-report"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (root / "run" / "checkpoints" / "r001-rl" / "trainer_state.json").is_file(), "round 1 ran no PPO"
+    return root / "run"
+
+
+def _assert_same_run(straight: Path, resumed: Path) -> None:
+    """Every policy version's weights bit for bit and every success rate are the straight run's."""
+    from safetensors.numpy import load_file
+
+    versions = sorted(p.name for p in (straight / "checkpoints").iterdir())
+    assert versions == sorted(p.name for p in (resumed / "checkpoints").iterdir())
+    for version in versions:
+        a = load_file(straight / "checkpoints" / version / "model.safetensors")
+        b = load_file(resumed / "checkpoints" / version / "model.safetensors")
+        assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a), f"{version} differs after the resume"
+    rates = "SELECT round, family, split, success, episodes FROM progress ORDER BY round, family, split"
+    with sqlite3.connect(straight / "memory.db") as one, sqlite3.connect(resumed / "memory.db") as two:
+        assert one.execute(rates).fetchall() == two.execute(rates).fetchall()
+        steps = "SELECT round, step FROM loop_steps ORDER BY round, step"
+        assert one.execute(steps).fetchall() == two.execute(steps).fetchall()
+
+
+@pytest.mark.parametrize("point", sorted(KILL_POINTS))
+def test_a_run_killed_at_any_point_resumes_to_the_uninterrupted_run(point: str, tmp_path: Path,
+                                                                   straight_run: Path) -> None:
+    """SIGKILL during round 0's SFT, during round 1's episodes or during round 1's PPO, then --resume.
+
+    Finished steps are kept as they were (not redone), the interrupted one runs again, and the run ends equal to
+    the uninterrupted one: every policy version's weights bit for bit, every success rate.
+    """
+    at, done_before, interrupted = KILL_POINTS[point]
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(RESUMED))
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([*CODA, "run", "--config", str(config), "--run-dir", str(run_dir), "--no-ros",
                              "--no-report"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 400
-        while (1, "episodes") not in _finished(run_dir / "memory.db"):
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "round 1 episodes did not finish in time"
-            time.sleep(0.2)
-        children = _children(proc.pid)
-        assert children, "the run has no worker processes"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        end = time.monotonic() + 15.0
-        while [pid for pid in children if _alive(pid)] and time.monotonic() < end:
-            time.sleep(0.2)
-        assert [pid for pid in children if _alive(pid)] == [], "workers outlived the killed run"
+        before = _wait_and_stop(proc, run_dir, at, signal.SIGKILL, f"the kill point {point}")
     finally:
         if proc.poll() is None:
             proc.kill()
-    before = _finished(run_dir / "memory.db")
-    assert (1, "episodes") in before and (2, "evaluate") not in before
+    assert sorted(before) == sorted(done_before) and interrupted not in before, before
     with sqlite3.connect(run_dir / "memory.db") as conn:
         kept = dict(((r, s), o) for r, s, o in conn.execute("SELECT round, step, outputs FROM loop_steps"))
         scenes_before = conn.execute("SELECT COUNT(*) FROM scenes").fetchone()[0]
     result = subprocess.run([*CODA, "run", "--resume", str(run_dir), "--no-ros", "--no-report", "--json"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    after = _finished(run_dir / "memory.db")
-    assert sorted(after) == sorted([(0, s) for s in ROUND0_STEPS] + [(r, s) for r in (1, 2) for s in ROUND_STEPS])
     with sqlite3.connect(run_dir / "memory.db") as conn:
         again = dict(((r, s), o) for r, s, o in conn.execute("SELECT round, step, outputs FROM loop_steps"))
         scenes_after = conn.execute("SELECT COUNT(*) FROM scenes").fetchone()[0]
-    assert all(again[key] == value for key, value in kept.items())  # finished work was not redone
-    # round 2's new scenes only: round 1's were kept, the probe scenes are the same every round, and a replayed
-    # scene is the stored one
-    with sqlite3.connect(run_dir / "memory.db") as conn:
-        generate2 = json.loads(conn.execute(
-            "SELECT outputs FROM loop_steps WHERE round = 2 AND step = 'generate'").fetchone()[0])
-    assert scenes_after == scenes_before + TINY["budget"] - generate2["replayed_scenes"]
+    redone = sorted(key for key, value in kept.items() if again[key] != value)
+    assert redone == [], f"finished steps recorded again by the resume: {redone}"
+    if point != "sft":  # round 1's scenes were generated before the kill: the resume generated none again
+        assert scenes_after == scenes_before
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert [row["round"] for row in summary["rounds"]] == [0, 1, 2]
+    assert [row["round"] for row in summary["rounds"]] == [0, 1]
     # Both starts are recorded with the code they ran: this checkout's commit, in the summary too.
     from coda_loop.memory import MemoryStore
     from coda_loop.provenance import code_label, workspace_commit
 
     with MemoryStore(run_dir / "memory.db") as store:
         starts = store.starts()
-    assert [s["first_round"] for s in starts] == [0, 1]
+    assert [s["first_round"] for s in starts] == [0, 0 if point == "sft" else 1]
     commit, _ = workspace_commit()  # "" when the tree is not a git checkout
     assert all(s["commit"] == commit and s["packages"]["torch"] for s in starts)
     assert summary["code"] == list(dict.fromkeys(code_label(s) for s in starts))
+    _assert_same_run(straight_run, run_dir)
 
-    from safetensors.numpy import load_file
 
-    straight = tmp_path / "straight"
-    result = subprocess.run([*CODA, "run", "--config", str(config), "--run-dir", str(straight), "--no-ros",
-                             "--no-report"], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    versions = sorted(p.name for p in (straight / "checkpoints").iterdir())
-    assert versions == sorted(p.name for p in (run_dir / "checkpoints").iterdir()) and "r002-bc" in versions
-    for version in versions:
-        a = load_file(straight / "checkpoints" / version / "model.safetensors")
-        b = load_file(run_dir / "checkpoints" / version / "model.safetensors")
-        assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a), f"{version} differs after the resume"
-    rates = "SELECT round, family, split, success, episodes FROM progress ORDER BY round, family, split"
-    with sqlite3.connect(straight / "memory.db") as one, sqlite3.connect(run_dir / "memory.db") as two:
-        assert one.execute(rates).fetchall() == two.execute(rates).fetchall()
+@pytest.mark.ros
+def test_the_coda_loop_node_stopped_mid_episodes_resumes_to_the_uninterrupted_run(tmp_path: Path, ros_domain: int,
+                                                                                  straight_run: Path) -> None:
+    """SIGINT to the coda_loop node during round 1's episodes, then a new start with the same run_dir.
+
+    SIGINT is what `ros2 launch` sends on Ctrl-C. The run ends equal to the uninterrupted `coda run`.
+    """
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(RESUMED))
+    run_dir = tmp_path / "run"
+    node = [sys.executable, "-m", "coda_loop.ros.loop_node", "--ros-args", "-p", f"run_dir:={run_dir}",
+            "-p", f"config_file:={config}", "-p", "write_report:=false"]
+    log = tmp_path / "first.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(node, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        before = _wait_and_stop(proc, run_dir, _in_episodes, signal.SIGINT, "round 1's episodes")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    assert "resumes the run" in log.read_text()
+    assert (1, "generate") in before and (1, "episodes") not in before, before
+    again = subprocess.run(node, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    _assert_same_run(straight_run, run_dir)
 
 
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
