@@ -1,6 +1,6 @@
 # Copyright 2026 The CoDA for ROS 2 Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``coda train sft|rl|compare|replay``: behaviour cloning, PPO, shaped-vs-sparse PPO, a training step again.
+"""``coda train sft|rl|compare|residual|replay``: cloning, PPO, shaped-vs-sparse PPO, residual RL, a step again.
 
 ``replay`` trains a checkpoint again from the settings recorded in it: a loop round's PPO step
 (``<run>/checkpoints/r003-rl``, e.g. at another budget or with the sparse reward) or its behaviour-cloning step
@@ -21,7 +21,7 @@ import numpy as np
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register ``sft``, ``rl``, ``compare`` and ``replay`` with their options."""
+    """Register ``sft``, ``rl``, ``compare``, ``residual`` and ``replay`` with their options."""
     sub = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
     sft = sub.add_parser("sft", help="behaviour cloning on expert demonstrations")
     sft.add_argument("--families", nargs="+", default=["reach", "pick_place", "push", "stack"])
@@ -77,6 +77,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--version-id", default="")
             p.add_argument("--no-shaping", action="store_true", help="train on the sparse success reward only")
             p.add_argument("--no-resume", action="store_true", help="start over even if the run folder exists")
+    residual = sub.add_parser("residual", help="off-policy residual RL on a frozen cloned policy, the critics "
+                              "warmed up on the staged potential (coda_policy.residual_rl)")
+    residual.add_argument("--init-from", required=True, help="the cloned policy's checkpoint folder (kept frozen)")
+    residual.add_argument("--family", default="reach")
+    residual.add_argument("--program-file", type=Path, default=None,
+                          help="staged potential program (default: the family's)")
+    residual.add_argument("--split", default="id")
+    residual.add_argument("--no-value-init", action="store_true",
+                          help="no staged value warm-up: the critics start untrained (the sparse-reward variant)")
+    residual.add_argument("--shaping", action="store_true", help="also add the potential-based shaping term")
+    residual.add_argument("--output-dir", type=Path, default=Path("runs/policy"), help="checkpoint root")
+    residual.add_argument("--version-id", default="residual-rl")
+    from coda_policy.config import ResidualRLConfig
+
+    defaults = ResidualRLConfig.__dataclass_fields__
+    for name in ("total_env_steps", "n_envs", "start_stage", "start_stage_share", "residual_hidden",
+                 "residual_scale", "explore_std", "gamma", "batch_size", "updates_per_step", "learning_starts",
+                 "value_warmup_updates", "critic_hidden", "lr", "tau", "policy_delay", "target_noise",
+                 "residual_penalty", "eval_episodes", "seed", "num_threads"):
+        default = defaults[name].default
+        residual.add_argument("--" + name.replace("_", "-"), type=type(default), default=default,
+                              help=f"ResidualRLConfig.{name} (default: {default})")
     replay = sub.add_parser("replay", help="train a PPO or a loop's behaviour-cloning checkpoint again from its "
                             "recorded settings")
     replay.add_argument("checkpoint", type=Path,
@@ -121,6 +143,22 @@ def _rl_config(args: argparse.Namespace, seed: int, shaping: bool, version_id: s
                     resume=not getattr(args, "no_resume", False), eval_episodes=args.eval_episodes, seed=seed,
                     output_dir=args.output_dir, version_id=version_id, num_threads=args.threads,
                     progress=not args.no_progress, keep_successes=args.keep_successes)
+
+
+def _residual(args: argparse.Namespace) -> int:
+    """``coda train residual``: one run; prints its result as JSON (exit 2 naming a bad setting)."""
+    from coda_policy.config import ResidualRLConfig
+    from coda_policy.residual_rl import train_residual
+
+    fields = {name: getattr(args, name) for name in ResidualRLConfig.__dataclass_fields__ if hasattr(args, name)}
+    try:
+        cfg = ResidualRLConfig(**{**fields, "program": args.program_file.read_text() if args.program_file else "",
+                                  "value_init": not args.no_value_init})
+    except (ValueError, OSError) as exc:
+        print(f"coda train residual: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print(json.dumps(_jsonable(train_residual(cfg))))
+    return 0
 
 
 def _jsonable(result: Any) -> dict[str, Any]:
@@ -216,6 +254,8 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{exc} (--families)") from exc
         print(json.dumps(_jsonable(result)))
         return 0
+    if args.stage == "residual":
+        return _residual(args)
     recorded = _finetune_record(args.checkpoint) if args.stage == "replay" else None
     if recorded is not None:
         return _replay_finetune(args, recorded)

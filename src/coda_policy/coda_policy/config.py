@@ -10,6 +10,7 @@ stage index through it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 SLOT_FIELDS: tuple[tuple[str, int], ...] = (("pos", 3), ("rgb", 3), ("shape", 1), ("size", 3), ("present", 1))
@@ -67,6 +68,11 @@ class PolicyConfig:
     """Metres of end-effector displacement per control step for a normalised action of 1."""
     init_log_std: float = -1.0
     """Initial log standard deviation of the Gaussian action noise (RL exploration)."""
+    residual_hidden: int = 0
+    """Width of the residual action head added by off-policy RL (:mod:`coda_policy.residual_rl`); 0: none. With
+    one, the action is the cloned actor's plus a bounded correction computed from the same features."""
+    residual_scale: float = 0.2
+    """Largest size of the residual correction, per action dimension, in the normalised action range [-1, 1]."""
 
     def __post_init__(self) -> None:
         """Fill the default layout and check every field; errors name the field."""
@@ -87,6 +93,10 @@ class PolicyConfig:
             errors.append(f"PolicyConfig.num_stages={self.num_stages} must be <= max_stages={self.max_stages}")
         if not 0.0 < self.max_delta <= 0.2:
             errors.append(f"PolicyConfig.max_delta={self.max_delta} must be in (0, 0.2] m")
+        if self.residual_hidden < 0:
+            errors.append(f"PolicyConfig.residual_hidden={self.residual_hidden} must be >= 0 (0: no residual head)")
+        if not 0.0 < self.residual_scale <= 1.0:
+            errors.append(f"PolicyConfig.residual_scale={self.residual_scale} must be in (0, 1]")
         if not -5.0 <= self.init_log_std <= 1.0:
             errors.append(f"PolicyConfig.init_log_std={self.init_log_std} must be in [-5, 1]")
         needed = ["ee_pos", "ee_vel", "gripper", "stage_index"] + [
@@ -119,3 +129,99 @@ class PolicyConfig:
         if "layout" in values:
             values["layout"] = {k: (int(v[0]), int(v[1])) for k, v in values["layout"].items()}
         return cls(**values)
+
+
+@dataclass
+class ResidualRLConfig:
+    """Settings of :func:`train_residual` (module docstring); all are recorded in the checkpoint."""
+
+    init_from: str
+    """The cloned policy's checkpoint folder (frozen; the residual is added to it)."""
+    family: str = "reach"
+    """Task family the arms practise (the family the round's diagnoses chose)."""
+    program: str = ""
+    """Staged potential program (source text) whose potential warms the critic up and, with ``shaping``, shapes
+    the reward; empty: the family's default program."""
+    value_init: bool = True
+    """Fit the critics to the program's potential before any return is seen (staged value learning)."""
+    shaping: bool = False
+    """Add the potential-based shaping term ``gamma * phi' - phi`` to each reward."""
+    total_env_steps: int = 4096
+    """Environment steps, all arms together."""
+    n_envs: int = 4
+    """Simulated arms stepped side by side."""
+    split: str = "id"
+    """Scene split the arms practise on and the evaluation uses."""
+    start_stage: int = 0
+    """Stage episodes may start at (the diagnosed failed stage); 0: every episode starts at the beginning."""
+    start_stage_share: float = 0.0
+    """Share of episodes that start at ``start_stage``."""
+    residual_hidden: int = 64
+    """Width of the residual head."""
+    residual_scale: float = 0.2
+    """Largest correction per action dimension, in the normalised action range."""
+    explore_std: float = 0.1
+    """Standard deviation of the exploration noise added to the action while collecting."""
+    gamma: float = 0.97
+    """Discount factor."""
+    batch_size: int = 256
+    """Transitions per gradient update."""
+    updates_per_step: float = 0.5
+    """Gradient updates per environment step (each arm's step counts)."""
+    learning_starts: int = 512
+    """Environment steps collected (cloned policy plus noise) before the first update."""
+    value_warmup_updates: int = 300
+    """Updates of the staged value warm-up (``value_init``)."""
+    critic_hidden: int = 256
+    """Width of the critics' LayerNorm MLPs."""
+    lr: float = 3e-4
+    """Adam learning rate of the critics and the residual head."""
+    tau: float = 0.01
+    """Target networks' share of the online weights per update."""
+    policy_delay: int = 2
+    """Critic updates per residual head update."""
+    target_noise: float = 0.1
+    """Standard deviation of the smoothing noise on the target action (clipped to twice that)."""
+    residual_penalty: float = 0.1
+    """Weight of the mean squared residual correction in the residual head's loss."""
+    eval_episodes: int = 20
+    """Evaluation scenes for the success before and after (0: none)."""
+    seed: int = 0
+    """Seed of everything random."""
+    output_dir: Path = Path("runs/policy")
+    """Checkpoint root: the result goes to ``output_dir / version_id``."""
+    version_id: str = "residual-rl"
+    """Name of the result's folder."""
+    num_threads: int = 1
+    """Torch threads."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Anything the caller wants recorded with the settings (e.g. the loop's round)."""
+
+    def __post_init__(self) -> None:
+        """Check every field; the error names the field."""
+        self.output_dir = Path(self.output_dir)
+        errors = []
+        if not self.init_from or not (Path(self.init_from) / "config.json").is_file():
+            errors.append(f"ResidualRLConfig.init_from={self.init_from!r} is not a checkpoint folder")
+        for name in ("total_env_steps", "n_envs", "residual_hidden", "batch_size", "critic_hidden", "policy_delay"):
+            if getattr(self, name) < 1:
+                errors.append(f"ResidualRLConfig.{name}={getattr(self, name)} must be >= 1")
+        for name in ("learning_starts", "value_warmup_updates", "eval_episodes", "start_stage"):
+            if getattr(self, name) < 0:
+                errors.append(f"ResidualRLConfig.{name}={getattr(self, name)} must be >= 0")
+        for name, low, high in (("residual_scale", 0.0, 1.0), ("gamma", 0.0, 1.0), ("tau", 0.0, 1.0)):
+            if not low < getattr(self, name) <= high:
+                errors.append(f"ResidualRLConfig.{name}={getattr(self, name)} must be in ({low}, {high}]")
+        for name in ("explore_std", "target_noise", "residual_penalty", "updates_per_step"):
+            if getattr(self, name) < 0:
+                errors.append(f"ResidualRLConfig.{name}={getattr(self, name)} must be >= 0")
+        if not 0.0 <= self.start_stage_share <= 1.0:
+            errors.append(f"ResidualRLConfig.start_stage_share={self.start_stage_share} must be in [0, 1]")
+        if errors:
+            raise ValueError("; ".join(errors))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly settings."""
+        data = asdict(self)
+        data["output_dir"] = str(self.output_dir)
+        return data

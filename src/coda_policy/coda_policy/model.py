@@ -19,6 +19,7 @@ log standard deviation for exploration, and one value per stage of the active po
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -77,6 +78,25 @@ class CodaPolicyNet(nn.Module):
         self.critic = nn.Sequential(nn.Linear(feat, h), nn.GELU(), nn.Linear(h, h), nn.GELU(),
                                     nn.Linear(h, cfg.num_stages))
         self.log_std = nn.Parameter(torch.full((cfg.action_dim,), float(cfg.init_log_std)))
+        self.residual: nn.Sequential | None = None
+        if cfg.residual_hidden:
+            self.add_residual(cfg.residual_hidden, cfg.residual_scale)
+
+    def add_residual(self, hidden: int, scale: float) -> None:
+        """Add the residual action head (:attr:`PolicyConfig.residual_hidden`), which starts at zero.
+
+        It reads the actor's features and the cloned actor's action; its output, ``scale * tanh(.)``, is added to
+        that action. Its last layer starts at zero, so the network acts exactly as before until RL trains it.
+        """
+        r = hidden
+        feat = self.actor[0].in_features
+        self.residual = nn.Sequential(nn.Linear(feat + self.cfg.action_dim, r), nn.GELU(), nn.Linear(r, r), nn.GELU(),
+                                      nn.Linear(r, self.cfg.action_dim))
+        with torch.no_grad():
+            self.residual[-1].weight.zero_()
+            self.residual[-1].bias.zero_()
+        # a copy: the config object may be shared with other networks built from it
+        self.cfg = dataclasses.replace(self.cfg, residual_hidden=hidden, residual_scale=scale)
 
     def stage_of(self, obs: torch.Tensor) -> torch.Tensor:
         """Stage index (B,) int64 read from the observation, clipped to ``[0, max_stages]``."""
@@ -108,7 +128,21 @@ class CodaPolicyNet(nn.Module):
     def forward(self, obs: torch.Tensor, instr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return the action mean (B, action_dim) in [-1, 1] and per-stage values (B, num_stages)."""
         feat, _ = self.features(obs, instr)
-        return torch.tanh(self.actor(feat)), self.critic(feat)
+        mean = torch.tanh(self.actor(feat))
+        if self.residual is not None:
+            mean = self.with_residual(feat, mean)
+        return mean, self.critic(feat)
+
+    def with_residual(self, feat: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+        """Return ``base`` (B, action_dim) corrected by the residual head, clipped to [-1, 1]."""
+        assert self.residual is not None
+        correction = self.cfg.residual_scale * torch.tanh(self.residual(torch.cat([feat, base], dim=-1)))
+        return (base + correction).clamp(-1.0, 1.0)
+
+    def base_action(self, obs: torch.Tensor, instr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return the features (B, F) and the cloned actor's action (B, action_dim), without the residual."""
+        feat, _ = self.features(obs, instr)
+        return feat, torch.tanh(self.actor(feat))
 
     def value_heads(self, stages: torch.Tensor) -> torch.Tensor:
         """Value head (B,) int64 of each stage index of the active program; past the last stage, the last head.
