@@ -38,8 +38,13 @@ def _loop_done(event: ProcessExited, context: LaunchContext) -> list[Action]:
     if event.returncode != 0 and not context.is_shutdown:  # not on Ctrl-C, where every process is stopped
         # An error raised here makes `ros2 launch` stop every process and exit with 1.
         raise RuntimeError(f"coda_loop exited with {event.returncode}: the run did not finish (see its log above)")
+    if context.is_shutdown:  # Ctrl-C: the loop said it stopped and how to resume
+        return []
     run_dir = os.path.abspath(context.launch_configurations["run_dir"])
-    reason = f"coda_loop finished its rounds: {run_dir} holds summary.json and report.html"
+    if os.path.isfile(os.path.join(run_dir, "summary.json")):  # written by the loop when its last round ends
+        reason = f"coda_loop finished its rounds: {run_dir} holds summary.json and report.html"
+    else:  # stopped by a signal of its own
+        reason = f"coda_loop stopped before its last round: the next start with run_dir {run_dir} resumes the run"
     return [LogInfo(msg=f"coda_sim.launch.py: {reason}"), Shutdown(reason=reason)]  # launch does not print reasons
 
 
