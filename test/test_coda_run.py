@@ -753,6 +753,27 @@ def test_on_policy_labels_keep_corrective_demonstrations_beside_the_experts_and_
     np.testing.assert_allclose(first, action_targets(replay.actions, PolicyConfig().max_delta), atol=1e-6)
 
 
+def test_the_residual_learner_runs_in_the_loop_on_the_rounds_budget_and_gate(tmp_path: Path) -> None:
+    """``rl_learner: residual``: the round's RL trains a residual head on the round's BC policy; the record says so."""
+    from coda_loop.rounds import CoevolutionLoop
+    from coda_policy.checkpoint import load_policy, read_config
+
+    loop = CoevolutionLoop(tmp_path / "run", LoopConfig(**{**TINY, "families": ["reach"], "rl_learner": "residual"}))
+    try:
+        loop.run()
+        train = loop.output(1, TrainResult)
+    finally:
+        loop.close()
+    assert train.rl is not None and train.rl.learner == "residual" and train.rl.env_steps == TINY["rl_env_steps"]
+    assert train.rl.shaped  # coda: the critics were warmed up on the round's potential
+    assert train.rl.eval_episodes == TINY["rl_eval_episodes"] and train.rl.kept == (train.version == train.rl.version)
+    folder = tmp_path / "run" / "checkpoints" / train.rl.version
+    net, _ = load_policy(folder)
+    assert net.residual is not None
+    meta = read_config(folder)["meta"]
+    assert meta["trainer"] == "residual_rl" and meta["parent"].endswith(train.bc_version) and meta["updates"] > 0
+
+
 def test_ppo_successes_become_demonstrations_of_the_later_rounds(tmp_path: Path) -> None:
     """LoopConfig.rl_success_demos: round 1's successful PPO episodes in round 2's behaviour cloning, not round 1's."""
     from coda_loop.rounds import CoevolutionLoop

@@ -226,6 +226,10 @@ class LoopConfig:
     points, ``docs/results.md``). A run reusing ``base_from`` must use the base run's demonstrator."""
     rl_env_steps: int = 1024
     """PPO environment steps per round on the family with the most diagnosed failures (0: no RL)."""
+    rl_learner: str = "ppo"
+    """The round's RL learner: ``ppo`` (:mod:`coda_policy.rl`; Text2potential shapes its reward) or ``residual``
+    (:mod:`coda_policy.residual_rl`: a bounded residual head on the frozen cloned policy, off-policy; Text2potential
+    warms its critics up, staged value learning; methods without potentials get the sparse reward and no warm-up)."""
     rl_stage_share: float = 0.5
     """Methods with the critic: share of PPO's episodes that start where the scripted expert enters the stage the
     RL family fails in most often (the diagnosed stage), so PPO practises it (0: every episode from the start)."""
@@ -305,6 +309,8 @@ class LoopConfig:
             self.generation_config()
         except (TypeError, ValueError) as error:
             errors.append(f"planner={self.planner!r}: {error}")
+        if self.rl_learner not in ("ppo", "residual"):
+            errors.append(f"rl_learner={self.rl_learner!r} must be ppo or residual")
         if not 0.0 <= self.rl_stage_share <= 1.0:
             errors.append(f"rl_stage_share={self.rl_stage_share} must be in [0, 1]")
         if self.focus_share is not None and not 0.0 <= self.focus_share < 1.0:

@@ -392,6 +392,9 @@ class RLResult(Part):
     """Environment steps PPO simulated (0 in records made before it was recorded)."""
     eval_episodes: int = 0
     """Episodes of the gate, each of the policy before and after (0 in records made before it was recorded)."""
+    learner: str = "ppo"
+    """``LoopConfig.rl_learner``: ``ppo`` or ``residual`` (its ``shaped`` means the critics were warmed up on the
+    potential: staged value learning)."""
 
 
 @dataclass(kw_only=True)

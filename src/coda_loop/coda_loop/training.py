@@ -279,6 +279,8 @@ class TrainStep:
         return self.store.potential_sources(self.output(r, ProgramsResult).potentials)
 
     def _rl(self, r: int, family: str, init_from: Path) -> RLResult:
+        if self.config.rl_learner == "residual":
+            return self._residual_rl(r, family, init_from)
         from coda_policy.rl import RLConfig, train_rl
 
         cfg = self.config
@@ -316,3 +318,32 @@ class TrainStep:
                         success_before=before, success_after=after, kept=kept, seconds=round(result.seconds, 1),
                         success_demos=result.successes, env_steps=int(result.env_steps),
                         eval_episodes=cfg.rl_eval_episodes)
+
+    def _residual_rl(self, r: int, family: str, init_from: Path) -> RLResult:
+        """Run the round's RL with ``rl_learner: residual``: PPO's budget, start stage and gate."""
+        from coda_policy.config import ResidualRLConfig
+        from coda_policy.residual_rl import train_residual
+
+        cfg = self.config
+        planned = self.output(r, ProgramsResult)
+        program = self._round_programs(r).get(family, "") if cfg.uses_potentials else ""
+        version = f"r{r:03d}-rl"
+        stage = planned.rl_stage if cfg.rl_stage_share > 0 else 0
+        result = train_residual(ResidualRLConfig(
+            init_from=str(init_from), family=family, program=program, value_init=cfg.uses_potentials,
+            total_env_steps=cfg.rl_env_steps, learning_starts=min(512, cfg.rl_env_steps // 4),
+            start_stage=stage, start_stage_share=cfg.rl_stage_share,
+            eval_episodes=cfg.rl_eval_episodes, seed=cfg.seed * 1000 + r, output_dir=self.ckpt_root,
+            version_id=version, num_threads=cfg.torch_threads, extra={"round": r}), self.embedder)
+        before = result.eval_success_init if result.eval_success_init is not None else 0.0
+        after = result.eval_success if result.eval_success is not None else 0.0
+        kept = ppo_kept(before, after, cfg.rl_eval_episodes)
+        if kept:
+            self.store.put_policy_version(r, version_id=version, checkpoint_dir=result.folder, parent=init_from.name,
+                                          metrics={"trainer": "residual_rl", "family": family,
+                                                   "value_init": cfg.uses_potentials, "env_steps": result.env_steps,
+                                                   "success_before": before, "success_after": after})
+        return RLResult(version=version, family=family, shaped=cfg.uses_potentials, start_stage=stage,
+                        program=program.splitlines()[0] if program else "", success_before=before,
+                        success_after=after, kept=kept, seconds=round(result.seconds, 1),
+                        env_steps=int(result.env_steps), eval_episodes=cfg.rl_eval_episodes, learner="residual")

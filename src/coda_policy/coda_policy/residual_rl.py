@@ -170,15 +170,17 @@ def train_residual(cfg: ResidualRLConfig, embedder: Any | None = None) -> Residu
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng([cfg.seed, 7])
     net, _ = load_policy(cfg.init_from)
-    if net.residual is not None:
-        raise ValueError(f"{cfg.init_from} already has a residual head: start from a cloned policy")
     eval_rng = [cfg.seed, 99]  # the same scenes before and after
     init_success = (success_rates(net, (cfg.family,), cfg.eval_episodes, np.random.default_rng(eval_rng), cfg.split,
                                   embedder)[cfg.family] if cfg.eval_episodes else None)
     for p in net.parameters():
-        p.requires_grad_(False)
-    net.add_residual(cfg.residual_hidden, cfg.residual_scale)
+        p.requires_grad_(False)  # the cloned policy stays as it is; only the residual head learns
+    if net.residual is None:  # a policy cloned after an earlier residual RL keeps its head and trains it on
+        net.add_residual(cfg.residual_hidden, cfg.residual_scale)
     assert net.residual is not None
+    for p in net.residual.parameters():
+        p.requires_grad_(True)
+    scale = net.cfg.residual_scale
     net.eval()
     arms = _Arms(cfg, net, embedder, rng)
     feat_dim = net.actor[0].in_features
@@ -189,7 +191,6 @@ def train_residual(cfg: ResidualRLConfig, embedder: Any | None = None) -> Residu
     critic_opt = torch.optim.Adam(critic.parameters(), lr=cfg.lr)
     residual_opt = torch.optim.Adam(net.residual.parameters(), lr=cfg.lr)
     buffer = ReplayBuffer(cfg.total_env_steps + cfg.n_envs, feat_dim, action_dim)
-    scale = cfg.residual_scale
 
     def act(feat: torch.Tensor, base: torch.Tensor, head: nn.Module) -> torch.Tensor:
         return (base + scale * torch.tanh(head(torch.cat([feat, base], dim=-1)))).clamp(-1.0, 1.0)

@@ -34,8 +34,10 @@ def _cfg(cloned: Path, out: Path, **kw) -> ResidualRLConfig:
 
 def test_a_new_residual_head_leaves_the_actions_as_they_were(tiny_policy_config) -> None:
     net = build_policy(tiny_policy_config, 0).net.eval()
-    obs = torch.randn(5, tiny_policy_config.obs_dim)
-    instr = torch.randn(5, tiny_policy_config.instruction_dim)
+    generator = torch.Generator().manual_seed(0)
+    obs = torch.rand(5, tiny_policy_config.obs_dim, generator=generator)
+    obs[:, net.index.present] = 1.0  # every slot holds an object (with none, attention has nothing to attend)
+    instr = torch.randn(5, tiny_policy_config.instruction_dim, generator=generator)
     before, _ = net(obs, instr)
     net.add_residual(8, 0.2)
     after, _ = net(obs, instr)
@@ -64,6 +66,11 @@ def test_the_learner_trains_only_the_residual_and_its_result_loads_everywhere(cl
     again = train_residual(_cfg(cloned, tmp_path / "b"), embedder)  # the same seed: the same weights
     twin = load_file(again.folder / "model.safetensors")
     assert all(np.array_equal(tuned[k], twin[k]) for k in tuned)
+    # a policy that already has a residual head (cloned after an earlier round's RL) trains that head further
+    more = train_residual(_cfg(result.folder, tmp_path / "c"), embedder)
+    further = load_file(more.folder / "model.safetensors")
+    assert set(further) == set(tuned) and all(np.array_equal(tuned[k], further[k]) for k in base)
+    assert any(not np.array_equal(tuned[k], further[k]) for k in further if k.startswith("residual."))
 
 
 def test_bad_settings_name_the_field(cloned: Path, tmp_path: Path) -> None:
