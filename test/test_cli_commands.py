@@ -90,6 +90,14 @@ def test_coda_bench_sim_text_output_lists_every_figure() -> None:
                     "render_fps_128", "stage_backend", "expert_success", "expert_scenes"], lines
 
 
+def test_coda_bench_sim_refuses_settings_that_would_measure_nothing() -> None:
+    for args, says in ((("--scenes", "0"), "--scenes 0: must be at least 1"),
+                       (("--frames", "-1"), "--frames -1: must be at least 1"),
+                       (("--families", "reech"), "unknown families or splits ['reech']")):
+        done = coda("bench", "sim", *args)
+        assert done.returncode == 2 and says in done.stderr, done.stderr[-2000:]
+
+
 # ---------------------------------------------------------------- coda bench loop --dds
 def test_coda_bench_loop_over_dds_times_the_nodes_and_leaves_none(ros_domain: int, rclpy_node: Any) -> None:
     from coda_engine.ros.spin import spin_until

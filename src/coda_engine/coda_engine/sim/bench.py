@@ -94,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", nargs="*", default=list(SPLITS), help="splits of expert_success")
     parser.add_argument("--seed", type=int, default=0, help="seed of all random draws")
     args = parser.parse_args(argv)
+    for name in ("scenes", "steps", "frames"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)}: must be at least 1")
+    unknown = [f for f in args.families if f not in FAMILIES] + [s for s in args.splits if s not in SPLITS]
+    if unknown:
+        parser.error(f"unknown families or splits {unknown} (families: {', '.join(FAMILIES)}; splits: "
+                     f"{', '.join(SPLITS)})")
     overhead = step_overhead(args.steps, args.seed)
     result: dict[str, object] = {
         "step_overhead_ratio": round(overhead["ratio"], 3),
