@@ -22,14 +22,9 @@ file out of the collection and says so in the test summary.
 
 from __future__ import annotations
 
-import atexit
-import fcntl
 import json
 import os
-import random
-import shutil
 import sqlite3
-import tempfile
 import time
 import unittest
 from pathlib import Path
@@ -39,10 +34,9 @@ import launch_testing
 import launch_testing.asserts
 import pytest
 import rclpy
-from launch import LaunchContext, LaunchDescription
+from launch import LaunchDescription
 from launch.actions import IncludeLaunchDescription, RegisterEventHandler, SetEnvironmentVariable
 from launch.event_handlers import OnProcessStart
-from launch.events.process import ProcessStarted
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch_testing_ros import WaitForTopics
 from rcl_interfaces.srv import GetParameters
@@ -66,60 +60,21 @@ RUN = {
 """LoopConfig fields of the run: small, but its round-1 behaviour cloning (5000 steps) outlasts the tests."""
 WAIT_S = 420.0
 """Longest wait for one thing to happen (round 0 trains, runs, diagnoses and evaluates first)."""
-_HELD: list[Any] = []
-SCRATCH: list[Path] = []
-"""What this test created in the temporary directory: its folder, and the parameter files launch_ros wrote for the
-launched processes (one per dict given as ``parameters``); removed when the test process exits."""
+
+def _load_support() -> Any:
+    """Return ``launch_support.py`` of this folder (``launch_test`` loads test files by path, not as a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("coda_launch_support", Path(__file__).with_name("launch_support.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def remove_scratch() -> None:
-    """Remove everything in :data:`SCRATCH` (registered with atexit below).
-
-    At exit rather than in a post-shutdown test: launch_testing runs no post-shutdown test when the launch dies
-    early or the processes never get ready, and the post-shutdown tests read the folder; ``launch_test`` ends with
-    ``sys.exit`` and pytest returns normally, so atexit runs after every test of the file, however they went.
-    """
-    for path in SCRATCH:
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-
-
-atexit.register(remove_scratch)
-
-
-def scratch_folder(prefix: str) -> Path:
-    """Return a new folder in the temporary directory, removed with what it holds when this process exits."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    SCRATCH.append(folder)
-    return folder
-
-
-def parameter_files(cmd: list[str]) -> list[Path]:
-    """Return the temporary parameter files launch_ros wrote for a process (``launch_params_*`` in the temp dir)."""
-    temp = Path(tempfile.gettempdir())
-    return [Path(arg) for arg in cmd if Path(arg).parent == temp and Path(arg).name.startswith("launch_params_")]
-
-
-def note_parameter_files(event: ProcessStarted, context: LaunchContext) -> None:
-    """Keep the parameter files of a started process for removal at exit."""
-    SCRATCH.extend(parameter_files(event.cmd))
-
-
-def reserve_domain() -> int:
-    """Return a ROS_DOMAIN_ID in 1..100 held (the lock files of conftest.py's ``ros_domain``) until exit."""
-    lock_dir = Path(os.environ.get("CODA_LOCK_DIR", "/tmp"))
-    for domain in random.sample(range(1, 101), 100):
-        handle = open(lock_dir / f"coda-ros-domain-{domain}.lock", "w")  # noqa: SIM115 - held until exit
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        _HELD.append(handle)
-        return domain
-    raise RuntimeError("no free ROS_DOMAIN_ID in 1..100")
+_support = _load_support()
+reserve_domain, scratch_folder = _support.reserve_domain, _support.scratch_folder
+note_parameter_files, parameter_files = _support.note_parameter_files, _support.parameter_files
 
 
 @pytest.mark.launch_test
